@@ -1,0 +1,16 @@
+"""Run emitted module text under a linecache-registered filename, so tracebacks and
+inspect.getsource show the generated code."""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+
+
+def load_module(text: str, label: str) -> dict:
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    filename = f"<gradgen {label} {digest}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    namespace: dict = {"__name__": f"gradgen_generated_{label}", "__file__": filename}
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace

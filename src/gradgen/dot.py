@@ -1,0 +1,42 @@
+"""Graph -> Graphviz DOT: forward and backward side by side, edges labelled by output index."""
+
+from __future__ import annotations
+
+from .ir import Graph
+from .printing import _names
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def graph_to_dot(graph: Graph) -> str:
+    names = _names(graph)
+    lines = ["digraph gradgen {", "  rankdir=TB;", '  node [fontname="monospace"];']
+    clusters = {"fwd": [], "bwd": []}
+    for node in graph.nodes:
+        if node.op.name == "const":
+            continue
+        label = node.op.name if node.op.name != "input" else "input"
+        if node.avals:
+            label = f"{names[node]} = {label}\\n{node.aval}"
+        shape = "box" if node.op.name in ("input",) else "ellipse"
+        if node.op.name == "guard":
+            label = f"guard == {node.attrs['expect']}"
+            shape = "diamond"
+        if node.role == "input":
+            shape = "box"
+        side = "bwd" if node.role == "bwd" else "fwd"
+        clusters[side].append(f"    n{node.serial} [label={_quote(label)}, shape={shape}];")
+    for side, title in (("fwd", "forward"), ("bwd", "backward")):
+        if clusters[side]:
+            lines += [f"  subgraph cluster_{side} {{", f"    label={_quote(title)};"]
+            lines += clusters[side]
+            lines.append("  }")
+    for node in graph.nodes:
+        for ref in node.inputs:
+            if ref.node.op.name == "const":
+                continue
+            lines.append(f'  n{ref.node.serial} -> n{node.serial} [label="{ref.index}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,229 @@
+"""Graph -> Python module text: one statement per named value, single-use temporaries
+inlined, comments quoting the user's source, guards as explicit checks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ir import Graph, Node
+from .naming import Namer, base_name
+from .ops.core import literal
+from .ops.registry import Expr
+
+INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
+ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
+LINE_LIMIT = 100
+_IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
+
+
+@dataclass
+class FunctionSpec:
+    """One emitted function: its graph (outputs in order), signature and return shape."""
+
+    name: str
+    params: list[str]
+    graph: Graph
+    returns: object  # nested tuples of output indices: 0, or (0, (1, 2))
+    doc: str
+    output_name: str = "out"
+    convert: dict[int, str] = field(default_factory=dict)  # output index -> wrapper call
+
+
+@dataclass
+class EmittedFunction:
+    lines: list[str]
+    guards: list[str]
+    imports: set[str]
+
+
+class ModuleConstants:
+    """Constant arrays too large to inline, shared by the functions of one module."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.by_key: dict[tuple, str] = {}
+
+    def name_for(self, value: np.ndarray) -> str:
+        key = (value.dtype.str, value.shape, value.tobytes())
+        name = self.by_key.get(key)
+        if name is None:
+            name = f"ARRAY_{len(self.by_key)}"
+            self.by_key[key] = name
+            self.lines.append(f"{name} = {literal(value).text}")
+        return name
+
+
+def _short_loc(node: Node) -> str:
+    return str(node.loc) if node.loc is not None else ""
+
+
+def _comment_for_group(node: Node) -> str:
+    text = node.loc.text() if node.loc is not None else ""
+    line = f"# {node.loc}  {text}" if text else f"# {node.loc}"
+    return line if len(line) <= LINE_LIMIT - 4 else line[: LINE_LIMIT - 7] + "..."
+
+
+def _fused_note(target: str, uses: tuple[str, ...]) -> str:
+    distinct = list(dict.fromkeys(uses))
+    if len(distinct) == 1:
+        where = f"{len(uses)} times by {distinct[0]}"
+    else:
+        where = ", ".join(distinct[:-1]) + f" and {distinct[-1]}"
+        if len(distinct) > 4:
+            where = f"{', '.join(distinct[:3])} and {len(distinct) - 3} more lines"
+    return f"# {target} is used {'' if len(distinct) == 1 else 'by '}{where}: one fused sum"
+
+
+def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunction:
+    graph = spec.graph
+    uses = graph.uses()
+    outputs = {r.node for r in graph.outputs}
+    # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
+    renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
+    namer = Namer([spec.name, *spec.params])
+    names: dict[Node, str] = {}
+    for node in graph.inputs:
+        names[node] = spec.params[node.attrs["index"]]
+    exprs: dict[Node, Expr] = {}
+    sizes: dict[Node, int] = {}
+    notes: dict[Node, tuple[str, ...]] = {}
+    body: list[str] = []
+    code_parts: list[str] = []
+    guards: list[str] = []
+    group_loc = None
+
+    for node in graph.nodes:
+        op = node.op.name
+        if op == "input":
+            exprs[node] = Expr(names[node])
+            continue
+        if op == "const":
+            value = node.attrs["value"]
+            if isinstance(value, np.ndarray) and value.size > ARRAY_LITERAL_LIMIT and not (
+                    value == value.flat[0]).all():
+                exprs[node] = Expr(constants.name_for(value))
+            else:
+                exprs[node] = literal(value)
+            sizes[node] = 0
+            continue
+        args = [exprs[r.node] for r in node.inputs]
+        if op == "guard":
+            cond = args[0]
+            expect = node.attrs["expect"]
+            test = f"not {cond.at(5)}" if expect else cond.text
+            described = f"{cond.text} is {expect}"
+            message = f"{node.loc}: traced where {described}" if node.loc else (
+                f"traced where {described}")
+            guards.append(f"{cond.text} ({node.loc})" if node.loc else cond.text)
+            body.append(f"if {test}:")
+            body.append(f"    raise GuardFailure({string_literal(message)})")
+            code_parts.append(test)
+            continue
+        expr = node.op.printer(node, args)
+        size = 1 + sum(sizes.get(r.node, 0) for r in node.inputs)
+        note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
+        if op == "add_n" and node.attrs.get("uses"):
+            note = note + tuple(node.attrs["uses"])
+        is_statement = (node.name is not None or op == "seed" or uses[node] != 1
+                        or node in outputs or (size > INLINE_LIMIT and node not in renamed))
+        if not is_statement:
+            exprs[node] = expr
+            sizes[node] = size
+            notes[node] = note
+            continue
+        name = namer.fresh(base_name(node, names, spec.output_name))
+        names[node] = name
+        exprs[node] = Expr(name)
+        sizes[node] = 0
+        statement = f"{name} = {expr.text}"
+        code_parts.append(expr.text)
+        if node.role == "bwd":
+            if op == "seed":
+                target = spec.output_name
+                statement += f"  # seed: d{target}/d{target}"
+            elif note:  # the fused sum names the lines it gathers from; no group header
+                target = name.removeprefix("grad_") if node.name else "this value"
+                body.append(_fused_note(target, note))
+            elif node.loc is not None and node.loc != group_loc:
+                body.append(_comment_for_group(node))
+                group_loc = node.loc
+        elif node.loc is not None:
+            statement += f"  # {_short_loc(node)}"
+        body.append(statement)
+
+    returned = _format_returns(spec.returns, [_converted(exprs[r.node].text, spec.convert.get(
+        i)) for i, r in enumerate(graph.outputs)], top=True)
+    body.append(f"return {returned}")
+    code_parts.append(returned)
+    code = "\n".join(code_parts + constants.lines)
+    imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
+    return EmittedFunction(body, guards, imports)
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted Python string literal (the quote style ruff format keeps)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _converted(text: str, wrapper: str | None) -> str:
+    return f"{wrapper}({text})" if wrapper else text
+
+
+def _format_returns(spec, texts, top=False) -> str:
+    if isinstance(spec, int):
+        return texts[spec]
+    inner = ", ".join(_format_returns(s, texts) for s in spec)
+    if len(spec) == 1:
+        inner += ","
+    return inner if top else f"({inner})"
+
+
+GUARD_CLASS = '''class GuardFailure(Exception):
+    """Raised when an input takes a different branch than the one this code was traced on."""'''
+
+
+def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
+    constants = ModuleConstants()
+    emitted = [emit_function(spec, constants) for spec in specs]
+    imports = set().union(*(e.imports for e in emitted))
+    if constants.lines:
+        imports.add("numpy")
+    has_guards = any(e.guards for e in emitted)
+    out: list[str] = list(header)
+    import_lines = []
+    if "math" in imports:
+        import_lines.append("import math")
+    if "numpy" in imports:
+        if import_lines:
+            import_lines.append("")
+        import_lines.append("import numpy as np")
+    if import_lines:
+        out += ["", *import_lines]
+    if constants.lines:
+        out += ["", *constants.lines]
+    if has_guards:
+        out += ["", "", GUARD_CLASS]
+    for spec, fn in zip(specs, emitted, strict=True):
+        out += ["", "", f"def {spec.name}({', '.join(spec.params)}):"]
+        out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]
+        out += [f"    {line}" for line in fn.lines]
+    return "\n".join(out) + "\n"
+
+
+def _docstring(doc: str, guards: list[str]) -> list[str]:
+    if not guards:
+        text = f"{doc} The traced path has no guards."
+        if len(text) + 10 <= LINE_LIMIT:
+            return [f'"""{text}"""']
+        return ['"""' + doc, "", "The traced path has no guards.", '"""']
+    lines = ['"""' + doc, "", "Valid on the traced path, where:"]
+    shown = guards[:8]
+    lines += [f"    {g}" for g in shown]
+    if len(guards) > len(shown):
+        lines.append(f"    ... and {len(guards) - len(shown)} more conditions")
+    lines += ["Elsewhere it raises GuardFailure.", '"""']
+    return lines

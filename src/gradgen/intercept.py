@@ -1,0 +1,124 @@
+"""Route ``math.sin``, ``from math import sin`` and helper functions to ops while tracing,
+without touching the user's modules: we trace copies whose globals see traced versions."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import sys
+import types
+
+from .errors import UnsupportedOperation
+from .ops.registry import BOUND
+from .source import current_loc
+from .tracer import Tracer
+
+# Modules whose functions are never copied: we trace through their public entry points.
+_OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "libcst", "builtins"} | set(
+    sys.stdlib_module_names)
+
+
+def _traced_math_function(name: str, fn):
+    handler = BOUND.get(fn)
+
+    def traced(*args, **kwargs):
+        if not any(isinstance(a, Tracer) for a in args):
+            return fn(*args, **kwargs)
+        if handler is None:
+            raise UnsupportedOperation(
+                f"math.{name} has no gradient rule in gradgen", current_loc(),
+                "add a rule with gradgen.ops.registry.defop or wrap the code in a "
+                "gradgen.Function with a backward")
+        return handler(*args, **kwargs)
+
+    traced.__name__ = name
+    traced.__qualname__ = f"math.{name}"
+    traced.__wrapped__ = fn
+    return traced
+
+
+def _make_math_proxy() -> types.ModuleType:
+    proxy = types.ModuleType("math", "math, as gradgen's tracer sees it")
+    for name in dir(math):
+        value = getattr(math, name)
+        if callable(value) and not name.startswith("_"):
+            value = _traced_math_function(name, value)
+        setattr(proxy, name, value)
+    return proxy
+
+
+MATH_PROXY = _make_math_proxy()
+_MATH_BY_FUNCTION = {getattr(math, n): getattr(MATH_PROXY, n)
+                     for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")}
+
+
+class Interceptor:
+    """Per trace: the traced copies of user functions and their globals, memoized so that
+    recursive helpers find their own copy."""
+
+    def __init__(self):
+        self.functions: dict[int, tuple[object, object]] = {}
+        self.globals: dict[int, tuple[dict, dict]] = {}
+
+    def wrap(self, value):
+        """What the traced code should see in place of ``value``."""
+        if value is math:
+            return MATH_PROXY
+        if isinstance(value, types.BuiltinFunctionType):
+            return _MATH_BY_FUNCTION.get(value, value)
+        if isinstance(value, types.FunctionType) and self._is_user_function(value):
+            return self.function(value)
+        return value
+
+    @staticmethod
+    def _is_user_function(fn) -> bool:
+        module = (getattr(fn, "__module__", None) or "").split(".")[0]
+        return module not in _OPAQUE_TOP
+
+    def function(self, fn: types.FunctionType) -> types.FunctionType:
+        key = id(fn)
+        hit = self.functions.get(key)
+        if hit is not None:
+            return hit[1]
+        new_globals = self._globals_for(fn.__globals__)
+        # Empty cells first, filled after the copy is memoized, so a recursive closure
+        # (a helper that calls itself through its enclosing scope) finds this copy.
+        cells = None if fn.__closure__ is None else tuple(types.CellType() for _ in fn.__closure__)
+        copy = types.FunctionType(fn.__code__, new_globals, fn.__name__, fn.__defaults__, cells)
+        self.functions[key] = (fn, copy)
+        for new, old in zip(cells or (), fn.__closure__ or ()):
+            try:
+                new.cell_contents = self.wrap(old.cell_contents)
+            except ValueError:  # an empty cell: a name the enclosing scope assigns later
+                pass
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        copy.__dict__.update(fn.__dict__)
+        copy.__qualname__ = fn.__qualname__
+        copy.__module__ = fn.__module__
+        return copy
+
+    def _globals_for(self, original: dict) -> dict:
+        key = id(original)
+        hit = self.globals.get(key)
+        if hit is not None:
+            return hit[1]
+        patched = _PatchedGlobals(original, self)
+        self.globals[key] = (original, patched)
+        return patched
+
+
+class _PatchedGlobals(dict):
+    """A lazily filled copy of a module's globals: each name is wrapped on first lookup."""
+
+    def __init__(self, original: dict, interceptor: Interceptor):
+        super().__init__()
+        self._original = original
+        self._interceptor = interceptor
+        self["__builtins__"] = original.get("__builtins__", builtins)
+
+    def __missing__(self, name):
+        value = self._original[name]  # KeyError -> NameError / builtins lookup, as usual
+        wrapped = self._interceptor.wrap(value)
+        self[name] = wrapped
+        return wrapped
+

@@ -1,0 +1,175 @@
+"""The graph IR: abstract values, SSA nodes, references to their outputs, and graphs."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .source import SourceLoc
+
+_DTYPE_SHORT = {"float64": "f64", "float32": "f32", "float16": "f16", "int64": "i64",
+                "int32": "i32", "bool": "bool", "complex128": "c128", "int8": "i8",
+                "int16": "i16", "uint8": "u8", "complex64": "c64"}
+
+
+@dataclass(frozen=True, slots=True)
+class Aval:
+    """What is known about a value at trace time: shape, dtype, and whether it is a Python
+    scalar (``py`` is float/int/bool) rather than a NumPy array or scalar."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    py: type | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def __str__(self) -> str:
+        if self.py is not None:
+            return self.py.__name__
+        short = _DTYPE_SHORT.get(self.dtype.name, self.dtype.name)
+        return f"{short}[{','.join(map(str, self.shape))}]"
+
+
+def aval_of(value: Any) -> Aval:
+    """The Aval of a concrete value; raises TypeError for values that are not numeric."""
+    if isinstance(value, np.ndarray | np.generic):
+        if value.dtype.kind not in "biuf":
+            raise TypeError(f"unsupported dtype {value.dtype}")
+        return Aval(tuple(value.shape), value.dtype)
+    if isinstance(value, bool):
+        return Aval((), np.dtype(bool), bool)
+    if isinstance(value, int):
+        return Aval((), np.dtype(np.int64), int)
+    if isinstance(value, float):
+        return Aval((), np.dtype(np.float64), float)
+    raise TypeError(f"unsupported type {type(value).__name__}")
+
+
+class Ref(NamedTuple):
+    """One output of a node: the edge of the graph (the index travels with the edge)."""
+
+    node: Node
+    index: int = 0
+
+    @property
+    def aval(self) -> Aval:
+        return self.node.avals[self.index]
+
+    def __repr__(self) -> str:
+        return f"Ref(%{self.node.serial}, {self.index})"
+
+
+class _SerialCounter:
+    """Node serials: creation order, used for deterministic ordering (never id())."""
+
+    def __init__(self):
+        self._next = itertools.count()
+        self.peek = 0
+
+    def take(self) -> int:
+        self.peek += 1
+        return next(self._next)
+
+
+SERIALS = _SerialCounter()
+
+
+class Node:
+    """One SSA operation. Created once; only the name hint may be filled in later, when the
+    tracer sees which assignment bound the value.
+
+    ``role`` is 'input', 'const', 'fwd' or 'bwd'; ``name`` is the user's name for the value
+    (an assignment target, a parameter, ``grad_<name>`` for an adjoint) when there is one.
+    """
+
+    __slots__ = ("serial", "op", "inputs", "attrs", "avals", "loc", "name", "role")
+
+    def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None):
+        self.serial = SERIALS.take() if serial is None else serial
+        self.op = op
+        self.inputs: tuple[Ref, ...] = tuple(inputs)
+        self.attrs: dict[str, Any] = attrs
+        self.avals: tuple[Aval, ...] = tuple(avals)
+        self.loc: SourceLoc | None = loc
+        self.name: str | None = name
+        self.role: str = role
+
+    def with_inputs(self, inputs) -> Node:
+        """This node reading other inputs (same serial: it takes this node's place)."""
+        return Node(self.op, inputs, self.attrs, self.avals, self.loc, self.name, self.role,
+                    self.serial)
+
+    @property
+    def out(self) -> Ref:
+        return Ref(self, 0)
+
+    @property
+    def aval(self) -> Aval:
+        return self.avals[0]
+
+    def __repr__(self) -> str:
+        return f"<Node %{self.serial} {self.op.name}>"
+
+
+@dataclass
+class Graph:
+    """Topologically ordered nodes, the input nodes in argument order, and the outputs."""
+
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[Node] = field(default_factory=list)
+    outputs: list[Ref] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def with_nodes(self, nodes, outputs, inputs=None) -> Graph:
+        return Graph(list(nodes), list(self.inputs if inputs is None else inputs),
+                     list(outputs), dict(self.meta))
+
+    def uses(self) -> dict[Node, int]:
+        """How many times each node's outputs are read (outputs of the graph count)."""
+        counts: dict[Node, int] = {n: 0 for n in self.nodes}
+        for node in self.nodes:
+            for ref in node.inputs:
+                counts[ref.node] += 1
+        for ref in self.outputs:
+            counts[ref.node] += 1
+        return counts
+
+    def verify(self) -> None:
+        """Check the invariants (like torch.fx's lint); raises AssertionError on a broken graph."""
+        seen: set[Node] = set()
+        for node in self.nodes:
+            assert node not in seen, f"{node} appears twice"
+            for ref in node.inputs:
+                assert ref.node in seen, f"{node} reads {ref} before it is defined"
+                assert 0 <= ref.index < len(ref.node.avals), f"{node} reads a missing output"
+            seen.add(node)
+        for inp in self.inputs:
+            assert inp in seen and inp.op.name == "input", f"bad input {inp}"
+        for ref in self.outputs:
+            assert ref.node in seen, f"output {ref} is not in the graph"
+
+    def __str__(self) -> str:
+        from .printing import graph_listing
+
+        return graph_listing(self)
+
+    def to_dot(self) -> str:
+        from .dot import graph_to_dot
+
+        return graph_to_dot(self)

@@ -1,0 +1,138 @@
+"""Structural ops every graph uses: inputs, constants, guards, seeds, adjoints, sums, copies."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Aval
+from .registry import PREC_ADD, PREC_ATOM, PREC_UNARY, Expr, defop, method
+
+
+def literal(value) -> Expr:
+    """A constant as Python source that evaluates to the same value and type."""
+    if isinstance(value, np.ndarray):
+        dtype = f"np.{value.dtype.name}"
+        if value.size > 1 and (value == value.flat[0]).all():
+            fill = value.flat[0]
+            if fill == 0:
+                return Expr(f"np.zeros({value.shape!r}, dtype={dtype})")
+            if fill == 1:
+                return Expr(f"np.ones({value.shape!r}, dtype={dtype})")
+            return Expr(f"np.full({value.shape!r}, {_scalar_text(fill.item())}, dtype={dtype})")
+        if value.ndim == 0:
+            return Expr(f"np.array({_scalar_text(value.item())}, dtype={dtype})")
+        body = _nested(value)
+        return Expr(f"np.array({body}, dtype={dtype})")
+    if isinstance(value, np.generic):
+        inner = _scalar_text(value.item())
+        return Expr(f"np.{value.dtype.name}({inner})")
+    text = _scalar_text(value)
+    return Expr(text, PREC_UNARY if text.startswith("-") else PREC_ATOM)
+
+
+def _scalar_text(v) -> str:
+    if isinstance(v, bool | int):
+        return repr(v)
+    if math.isnan(v):
+        return "math.nan"
+    if math.isinf(v):
+        return "math.inf" if v > 0 else "-math.inf"
+    return repr(float(v))
+
+
+def _nested(a: np.ndarray) -> str:
+    if a.ndim == 1:
+        return "[" + ", ".join(_scalar_text(x) for x in a.tolist()) + "]"
+    return "[" + ", ".join(_nested(row) for row in a) + "]"
+
+
+def _identity(x):
+    return x
+
+
+def _print_name(node, args):
+    raise AssertionError("inputs are printed by name")
+
+
+input_ = defop("input", _identity, _print_name)
+
+const = defop("const", lambda value: value, lambda node, args: literal(node.attrs["value"]))
+
+# A guard reads a traced boolean; the emitter turns it into an explicit check.
+guard = defop("guard", lambda cond, expect: None, lambda node, args: args[0], n_out=0)
+
+
+def _seed_value(aval: Aval):
+    if aval.py is not None:
+        return aval.py(1)
+    return np.ones(aval.shape, aval.dtype)[()] if aval.shape == () else np.ones(
+        aval.shape, aval.dtype)
+
+
+def _print_seed(node, args):
+    aval = node.aval
+    if aval.py is not None:
+        return Expr("1.0")
+    if aval.shape == ():
+        return Expr(f"np.{aval.dtype.name}(1.0)")
+    return Expr(f"np.ones({aval.shape!r}, dtype=np.{aval.dtype.name})")
+
+
+# The cotangent 1.0 that starts reverse mode: nullary, its aval set by reverse. Not a const,
+# so folding keeps it visible as `grad_out = 1.0  # seed`.
+seed = defop("seed", lambda: None, _print_seed, nondiff=True)
+
+
+# The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
+adjoint = defop("adjoint", _identity, lambda node, args: args[0],
+                vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x)
+
+
+def _print_add_n(node, args):
+    return Expr(" + ".join([args[0].at(PREC_ADD)] + [a.at(PREC_ADD + 1) for a in args[1:]]),
+                PREC_ADD)
+
+
+def _add_n(*xs, uses=()):
+    total = xs[0] + xs[1]
+    for x in xs[2:]:
+        total = total + x
+    return total
+
+
+# Every contribution to a reused value's adjoint, summed in one place (fused accumulation).
+add_n = defop("add_n", _add_n, _print_add_n, vjp=(lambda g, ans, *xs, uses=(): g,),
+              sympy=_add_n, extra={"variadic": True})
+
+
+def _copy(x):
+    return np.array(x) if isinstance(x, np.ndarray) else x
+
+
+# A fresh array for a gradient that would otherwise alias an argument, a constant or a view.
+copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
+             sympy=lambda x: x)
+
+
+def _cast(x, dtype):
+    return np.asarray(x).astype(dtype)[()] if np.ndim(x) == 0 else x.astype(dtype)
+
+
+def _print_cast(node, args):
+    dtype = node.attrs["dtype"]
+    if node.aval.shape == ():
+        return Expr(f"np.{dtype}({args[0].text})")
+    return method(f".astype(np.{dtype})")(node, args)
+
+
+def _cast_back(g, ans, x, dtype):
+    from ..tracer import tracer_value
+
+    return cast(g, dtype=np.result_type(tracer_value(x)).name)
+
+
+# A dtype change, inserted by reverse mode where a contribution's dtype differs from its input.
+cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
+             rule_text=("the cotangent is cast back",))

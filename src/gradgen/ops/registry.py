@@ -1,0 +1,148 @@
+"""The op record and the one table of ops: ``defop`` registers a row and returns its builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Python operator precedence, as the printer needs it (higher binds tighter).
+PREC_COMPARE, PREC_ADD, PREC_MUL, PREC_UNARY, PREC_POW, PREC_ATOM = 5, 10, 11, 12, 13, 16
+
+
+@dataclass(frozen=True, slots=True)
+class Expr:
+    """A printed expression and the precedence of its outermost operator."""
+
+    text: str
+    prec: int = PREC_ATOM
+
+    def at(self, prec: int) -> str:
+        """The text, parenthesised if it binds looser than ``prec``."""
+        return self.text if self.prec >= prec else f"({self.text})"
+
+
+Printer = Callable[[Any, Sequence[Expr]], Expr]  # (node, input exprs) -> Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """Where a rule's tests sample each input: (low, high) per input, ``away_from`` points
+    excluded by a margin, and the shapes/attrs to try for array ops."""
+
+    bounds: tuple[tuple[float, float], ...]
+    away_from: tuple[float, ...] = ()
+    cases: tuple[tuple[tuple[tuple[int, ...], ...], dict], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One row of the rule table: everything every stage needs to know about an op."""
+
+    name: str
+    impl: Callable[..., Any]
+    printer: Printer
+    vjp: tuple[Callable[..., Any] | None, ...] | None = None
+    nondiff: bool = False
+    sympy: Callable[..., Any] | None = None
+    domain: Domain | None = None
+    binds: tuple[Any, ...] = ()
+    rule_text: tuple[str, ...] = ()
+    n_out: int = 1
+    elementwise: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, *args, **attrs):
+        from ..tracer import bind
+
+        return bind(self, args, attrs)
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+OPS: dict[str, Op] = {}
+BOUND: dict[Any, Op] = {}  # Python/NumPy callable -> op
+
+
+def defop(name: str, impl, printer: Printer, **kw) -> Op:
+    """Register one op row; its ``binds`` route those Python/NumPy callables to it."""
+    if name in OPS:
+        raise ValueError(f"op {name!r} is defined twice")
+    op = Op(name, impl, printer, **kw)
+    OPS[name] = op
+    for target in op.binds:
+        BOUND[target] = op
+    return op
+
+
+# --- printers ------------------------------------------------------------------------------
+
+
+def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
+    def print_infix(node, args):
+        a, b = args
+        if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
+            left, right = a.at(prec + 1), b.at(PREC_UNARY)
+        else:  # never reassociate: an equal-precedence right operand keeps its parentheses
+            left, right = a.at(prec), b.at(prec + 1)
+        return Expr(f"{left} {symbol} {right}", prec)
+
+    return print_infix
+
+
+def prefix(symbol: str) -> Printer:
+    def print_prefix(node, args):
+        (a,) = args
+        inner = a.at(PREC_UNARY + 1) if a.text.startswith(symbol) else a.at(PREC_UNARY)
+        return Expr(f"{symbol}{inner}", PREC_UNARY)
+
+    return print_prefix
+
+
+def call(math_name: str | None, np_name: str, kwargs: Sequence[str] = ()) -> Printer:
+    """A function call: ``math.<name>`` when the result is a Python scalar, else NumPy's."""
+
+    def print_call(node, args):
+        use_math = math_name is not None and node.aval.py is not None
+        fn = f"math.{math_name}" if use_math else f"np.{np_name}"
+        parts = [a.text for a in args]
+        for key in kwargs:
+            value = node.attrs.get(key)
+            if value is not None and value is not False:
+                parts.append(f"{key}={value!r}")
+        return Expr(f"{fn}({', '.join(parts)})")
+
+    return print_call
+
+
+def method(fmt: str) -> Printer:
+    """A method or attribute on the first input: ``fmt`` like '.reshape({shape})'."""
+
+    def print_method(node, args):
+        tail = fmt.format(*(a.text for a in args[1:]), **node.attrs)
+        return Expr(f"{args[0].at(PREC_ATOM - 1)}{tail}", PREC_ATOM - 1)
+
+    return print_method
+
+
+def dual(math_fn, np_fn):
+    """An implementation that matches Python: ``math`` on Python scalars, NumPy otherwise."""
+
+    def impl(*xs):
+        if all(type(x) in (float, int, bool) for x in xs):
+            return math_fn(*xs)
+        return np_fn(*xs)
+
+    impl.__name__ = getattr(np_fn, "__name__", "impl")
+    return impl
+
+
+def is_python_scalar(x) -> bool:
+    return type(x) in (float, int, bool)
+
+
+def as_array(x):
+    return x if isinstance(x, np.ndarray) else np.asarray(x)

@@ -1,0 +1,124 @@
+"""Constant folding and algebraic identities that never change a float result."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Ref, aval_of
+from ..ops import OPS
+from .rewrite import Rewriter
+
+# Not folded: they have side effects, carry names, or must stay visible (the seed).
+_KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
+
+
+def _const_value(ref: Ref):
+    node = ref.node
+    return node.attrs["value"] if node.op.name == "const" else _NOT_CONST
+
+
+_NOT_CONST = object()
+
+
+def _is(ref: Ref, number) -> bool:
+    """Is ``ref`` a constant that equals ``number`` everywhere?"""
+    value = _const_value(ref)
+    if value is _NOT_CONST or isinstance(value, bool | np.bool_):
+        return False
+    try:
+        return bool(np.all(np.asarray(value) == number))
+    except (TypeError, ValueError):
+        return False
+
+
+def _identity(node: Node) -> Ref | None:
+    """The input ``node`` equals exactly (same value, shape, dtype, kind), if any."""
+    name, ins = node.op.name, node.inputs
+    candidates: list[Ref] = []
+    if name == "mul":
+        candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
+    elif name == "add":
+        candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
+    elif name == "sub" and _is(ins[1], 0):
+        candidates = [ins[0]]
+    elif name == "div" and _is(ins[1], 1):
+        candidates = [ins[0]]
+    elif name == "pow" and _is(ins[1], 1):
+        candidates = [ins[0]]
+    elif name == "neg" and ins[0].node.op.name == "neg":
+        candidates = [ins[0].node.inputs[0]]
+    elif name == "transpose":
+        axes, ndim = node.attrs.get("axes"), ins[0].aval.ndim
+        if (axes is None and ndim <= 1) or axes == tuple(range(ndim)):
+            candidates = [ins[0]]
+    elif name in ("reshape", "broadcast_to", "cast"):
+        candidates = [ins[0]]  # only when nothing changes: the aval check below
+    for ref in candidates:
+        if ref.aval == node.aval:
+            return ref
+    return None
+
+
+def _unbroadcast(node: Node) -> Node | None:
+    """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``: NumPy broadcasts anyway."""
+    if not node.op.elementwise or len(node.inputs) != 2:
+        return None
+    ins = list(node.inputs)
+    for i, ref in enumerate(ins):
+        other = ins[1 - i]
+        if ref.node.op.name == "broadcast_to" and other.aval.shape == node.aval.shape:
+            ins[i] = ref.node.inputs[0]
+            return node.with_inputs(ins)
+    return None
+
+
+def fold(graph: Graph) -> tuple[Graph, bool]:
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        new = rw.rebuilt(node)
+        if node.op.name in _KEEP or node.op.n_out != 1:
+            rw.keep(new)
+            continue
+        same = _identity(new)
+        if same is not None:
+            rw.replace(node, same)
+            if new.name and same.node.name is None and same.node.role == new.role:
+                same.node.name = new.name
+            continue
+        simpler = _unbroadcast(new)
+        if simpler is not None:
+            if rw.values is not None:
+                rw.values[simpler] = rw.values.get(new)
+            rw.keep(simpler)
+            rw.replace(node, simpler.out)
+            continue
+        values = [_const_value(r) for r in new.inputs]
+        if new.inputs and all(v is not _NOT_CONST for v in values):
+            with np.errstate(all="ignore"):
+                try:
+                    value = new.op.impl(*values, **new.attrs)
+                    aval = aval_of(value)
+                except Exception:  # leave it to run (and raise) where the user would see it
+                    rw.keep(new)
+                    continue
+            if aval == new.aval:
+                const = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
+                if rw.values is not None:
+                    rw.values[const] = value
+                rw.keep(const)
+                rw.replace(node, const.out)
+                continue
+        if node.op.name == "add_n" and len(new.inputs) == 2 and new.inputs[0] == new.inputs[1]:
+            # t + t == 2 * t exactly in binary floating point
+            two = Node(OPS["const"], (), {"value": 2}, (aval_of(2),), None, None, "const")
+            doubled = Node(OPS["mul"], (two.out, new.inputs[0]), {}, new.avals, new.loc,
+                           new.name, new.role)
+            if rw.values is not None:
+                rw.values[two] = 2
+                rw.values[doubled] = rw.values.get(new)
+            rw.keep(two)
+            rw.keep(doubled)
+            rw.replace(node, doubled.out)
+            continue
+        rw.keep(new)
+    return rw.result(), rw.changed

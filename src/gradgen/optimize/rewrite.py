@@ -1,0 +1,48 @@
+"""The one way passes change a graph: substitute refs, rebuilding nodes in a single sweep."""
+
+from __future__ import annotations
+
+from ..ir import Graph, Node, Ref
+
+
+class Rewriter:
+    """Walks a graph once in order; a pass maps each node to a replacement Ref (or keeps it),
+    and every later reader sees the replacement. Values travel with replaced nodes."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.values = graph.meta.get("values")
+        self.subst: dict[Ref, Ref] = {}
+        self.nodes: list[Node] = []
+        self.changed = False
+
+    def resolve(self, ref: Ref) -> Ref:
+        return self.subst.get(ref, ref)
+
+    def rebuilt(self, node: Node) -> Node:
+        """``node`` with its inputs resolved (the same object when nothing changed)."""
+        inputs = tuple(self.subst.get(r, r) for r in node.inputs)
+        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+            return node
+        new = node.with_inputs(inputs)
+        if self.values is not None and node in self.values:
+            self.values[new] = self.values[node]
+        for i in range(len(node.avals)):
+            self.subst[Ref(node, i)] = Ref(new, i)
+        return new
+
+    def keep(self, node: Node) -> None:
+        self.nodes.append(node)
+
+    def replace(self, node: Node, ref: Ref) -> None:
+        """Every reader of ``node`` (single output) reads ``ref`` instead."""
+        self.subst[Ref(node, 0)] = ref
+        self.changed = True
+
+    def result(self) -> Graph:
+        inputs = [self.resolve(n.out).node for n in self.graph.inputs]
+        outputs = [self.resolve(r) for r in self.graph.outputs]
+        g = self.graph.with_nodes(self.nodes, outputs, inputs)
+        if self.values is not None:
+            g.meta["values"] = self.values
+        return g

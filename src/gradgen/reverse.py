@@ -1,0 +1,162 @@
+"""Reverse mode: append to a forward graph the backward ops of its VJP, as ordinary IR ops."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import GradgenError
+from .ir import Graph, Node, Ref
+from .ops import OPS
+from .ops.arrays import broadcast_to, sum_to
+from .ops.core import _seed_value, add_n, adjoint, cast, copy
+from .tracer import Trace, Tracer, at_loc, tracer_value
+
+
+def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
+    """Nodes whose value depends differentiably on a ``wrt`` input."""
+    active = {n for n in wrt if n.aval.is_float}
+    for node in graph.nodes:
+        if node.op.nondiff or node.op.vjp is None or node in active:
+            continue
+        if any(r.node in active for r in node.inputs) and any(a.is_float for a in node.avals):
+            active.add(node)
+    return active
+
+
+def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set[Node]:
+    """Active nodes on some path to an output: the only ones that get adjoints."""
+    needed = {r.node for r in outputs if r.node in active}
+    for node in reversed(graph.nodes):
+        if node in needed:
+            needed.update(r.node for r in node.inputs if r.node in active)
+    return needed
+
+
+def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -> Graph:
+    """The joint graph: ``graph``'s nodes followed by the backward of output ``output`` with
+    respect to inputs ``wrt``. Its outputs are ``[value, grad_wrt0, grad_wrt1, ...]``.
+
+    ``cotangent`` (a Ref of an input node already in the graph) replaces the seed 1.0 for
+    vector-Jacobian products.
+    """
+    values = graph.meta["values"]
+    out_ref = graph.outputs[output]
+    wrt_nodes = [graph.inputs[i] for i in wrt]
+    active = active_nodes(graph, wrt_nodes)
+    needed = needed_nodes(graph, active, [out_ref])
+
+    trace = Trace()
+    trace.nodes = list(graph.nodes)
+    trace.inputs = list(graph.inputs)
+    trace.values = dict(values)
+    contributions: dict[Ref, list[tuple[int, object, Node]]] = {}
+
+    with trace:
+        trace.role = "bwd"
+        if out_ref.node in needed:
+            with at_loc(out_ref.node.loc):
+                seed = _make_seed(trace, out_ref) if cotangent is None else trace.tracer(
+                    cotangent)
+            contributions[out_ref] = [(-1, seed, out_ref.node)]
+        for node in reversed(graph.nodes):
+            if node not in needed or node.op.name == "input":
+                continue
+            g = _combine(contributions.pop(node.out, None), node)
+            if g is not None:
+                with at_loc(node.loc):
+                    _pull_back(trace, node, g, needed, contributions)
+        grads = []
+        for inp in wrt_nodes:
+            g = _combine(contributions.pop(inp.out, None), inp)
+            grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
+    joint = trace.graph([out_ref] + [g.ref for g in grads])
+    joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt))
+    return joint
+
+
+def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
+    aval = out_ref.aval
+    if not aval.is_float:
+        raise GradgenError(f"the output is {aval}, not a float: it has no gradient")
+    name = f"grad_{out_ref.node.name}" if out_ref.node.name else None
+    node = trace.add(OPS["seed"], (), {}, (aval,), name=name)
+    value = _seed_value(aval)
+    trace.values[node] = value
+    return Tracer(trace, node.out, value)
+
+
+def _pull_back(trace, node, g, needed, contributions) -> None:
+    ans = trace.tracer(node.out)
+    ins = [trace.tracer(r) if r.node.op.name != "const" else trace.values[r.node]
+           for r in node.inputs]
+    rules = node.op.vjp
+    variadic = node.op.extra.get("variadic", False)
+    for i, r in enumerate(node.inputs):
+        if r.node not in needed:
+            continue
+        rule = rules[0] if variadic else rules[i]
+        if rule is None:
+            continue
+        c = rule(g, ans, *ins, **node.attrs)
+        contributions.setdefault(r, []).append((node.serial, _fit(c, r), node))
+
+
+def _fit(c, ref: Ref):
+    """Match a contribution to its input: sum over broadcast axes, cast back to its dtype."""
+    aval = ref.aval
+    shape = tuple(np.shape(tracer_value(c)))
+    if shape != aval.shape:
+        if len(shape) >= aval.ndim:
+            c = sum_to(c, aval.shape)
+        else:
+            c = broadcast_to(c, shape=aval.shape)
+    dtype = np.result_type(tracer_value(c))
+    if dtype != aval.dtype and aval.is_float:
+        c = cast(c, dtype=aval.dtype.name)
+    return c
+
+
+def _combine(entries, node: Node):
+    """One adjoint from all contributions: a single fused sum in forward-use order, named
+    ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
+    if not entries:
+        return None
+    entries.sort(key=lambda e: e[0])
+    with at_loc(entries[0][2].loc):
+        if len(entries) == 1:
+            g = entries[0][1]
+        else:
+            uses = tuple(str(user.loc) for _, _, user in entries if user.loc is not None)
+            g = add_n(*(c for _, c, _ in entries), uses=uses)
+        is_own_seed = entries[0][0] == -1 and len(entries) == 1
+        if node.name and not is_own_seed and isinstance(g, Tracer):
+            g = adjoint(g)
+            g.ref.node.name = f"grad_{node.name}"
+    return g
+
+
+def _owned(trace: Trace, g):
+    """A gradient the caller may mutate: never a view of, or the same array as, another value."""
+    if not isinstance(g, Tracer):
+        g = Tracer(trace, trace.const(g), g)
+    if not isinstance(g.value, np.ndarray):
+        return g
+    base = g.ref.node
+    while base.op.name == "adjoint" or base.op.extra.get("view"):
+        if base.op.extra.get("view") == "readonly":
+            return copy(g)
+        base = base.inputs[0].node
+    if base.op.name in ("input", "const", "seed"):
+        return copy(g)
+    return g
+
+
+def _zeros(trace: Trace, inp: Node):
+    """The gradient of an input the output does not depend on."""
+    aval = inp.aval
+    value = 0.0 if aval.py is not None else np.zeros(aval.shape, aval.dtype)
+    if aval.py is None and aval.shape == ():
+        value = np.zeros((), aval.dtype)[()]
+    return Tracer(trace, trace.const(value), value)

@@ -1,0 +1,185 @@
+"""Run a user function on tracers and return its forward graph, with the user's names."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+
+import numpy as np
+
+from .errors import GradgenError
+from .intercept import Interceptor
+from .ir import SERIALS, Graph, aval_of
+from .source import SourceLoc, is_user_file, line_table
+from .tracer import Trace, Tracer
+
+
+class BindingObserver:
+    """Learns which value each assignment bound, by watching the user's frames line by line.
+
+    When a user line finishes (the frame reports its next line, or returns), every target the
+    line assigns is looked up in the frame's locals; a tracer created during that line gets the
+    target as its name. Outer frames finish later and win, so ``y = helper(x)`` names the
+    value ``y``. Installed only when no other tracer (debugger, coverage) is active; without
+    it names fall back gracefully and gradients are unaffected.
+    """
+
+    _active: BindingObserver | None = None
+
+    def __init__(self):
+        self.pending: dict[types.FrameType, tuple[int, int]] = {}
+        self.installed = False
+
+    def __enter__(self):
+        if BindingObserver._active is None and sys.gettrace() is None:
+            BindingObserver._active = self
+            self.installed = True
+            sys.settrace(self._on_call)
+        return self
+
+    def __exit__(self, *exc):
+        if self.installed:
+            sys.settrace(None)
+            BindingObserver._active = None
+            self.pending.clear()
+
+    def _on_call(self, frame, event, arg):
+        if is_user_file(frame.f_code.co_filename):
+            return self._on_event
+        return None
+
+    def _on_event(self, frame, event, arg):
+        if event == "line" or event == "return":
+            started = self.pending.pop(frame, None)
+            if started is not None:
+                self._bind(frame, *started)
+            if event == "line":
+                self.pending[frame] = (frame.f_lineno, SERIALS.peek)
+        return self._on_event
+
+    @staticmethod
+    def _bind(frame, line: int, first_serial: int) -> None:
+        info = line_table(frame.f_code.co_filename).get(line)
+        if info is None or not info.targets:
+            return
+        local_values = frame.f_locals
+        for name in info.targets:
+            value = local_values.get(name)
+            if isinstance(value, Tracer):
+                node = value.ref.node
+                if node.serial >= first_serial and node.role == "fwd":
+                    node.name = name
+
+
+def parameter_names(fn, n: int) -> list[str]:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}_{i - len(params) + 1}")
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def function_name(fn) -> str:
+    """A name usable in emitted code: the function's own, or ``anonymous`` for a lambda."""
+    name = getattr(fn, "__name__", "") or ""
+    return name if name.isidentifier() else "anonymous"
+
+
+def function_loc(fn) -> SourceLoc | None:
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return None
+    return SourceLoc(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def is_numeric(value) -> bool:
+    try:
+        aval_of(value)
+    except TypeError:
+        return False
+    return True
+
+
+def trace_function(fn, args, arg_names=None) -> Graph:
+    """Trace ``fn(*args)``. Numeric arguments become graph inputs (named after the
+    parameters); anything else is passed through as a static value."""
+    names = arg_names or parameter_names(fn, len(args))
+    with Trace() as trace:
+        traced_args = []
+        for value, name in zip(args, names, strict=True):
+            if is_numeric(value):
+                if isinstance(value, np.ndarray) and not value.flags.writeable:
+                    value = value.copy()
+                traced_args.append(trace.new_input(value, name, index=len(traced_args)))
+            else:
+                traced_args.append(value)
+        call = Interceptor().wrap(fn) if isinstance(fn, types.FunctionType) else fn
+        with BindingObserver():
+            result = call(*traced_args)
+        outputs = [_output_ref(trace, r) for r in _flatten_output(result)]
+    graph = trace.graph(outputs)
+    _version_names(graph, names)
+    graph.meta.update(
+        fname=function_name(fn), arg_names=names, loc=function_loc(fn),
+        arg_kinds=[isinstance(a, Tracer) for a in traced_args], static_args=[
+            None if isinstance(a, Tracer) else a for a in traced_args],
+        values=trace.values, result_structure=_structure(result),
+        captured={inner.ref.node: outer for outer, inner in trace.captured.values()})
+    return graph
+
+
+def _version_names(graph: Graph, params) -> None:
+    """Give every named forward value a unique name in program order: a loop's ``h`` becomes
+    ``h``, ``h_1``, ``h_2`` ... so its adjoints can be ``grad_h``, ``grad_h_1`` ..."""
+    taken = set(params)
+    versions: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.role != "fwd" or not node.name:
+            continue
+        base = node.name
+        name = base
+        n = versions.get(base, 0)
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        versions[base] = n
+        taken.add(name)
+        node.name = name
+    for ref in graph.outputs[:1]:
+        if ref.node.role == "fwd" and ref.node.name is None and "out" not in taken:
+            ref.node.name = "out"
+
+
+def _flatten_output(result):
+    if isinstance(result, tuple | list):
+        return list(result)
+    return [result]
+
+
+def _structure(result):
+    if isinstance(result, tuple | list):
+        return (type(result), len(result))
+    return None
+
+
+def _output_ref(trace: Trace, value):
+    if isinstance(value, Tracer):
+        if value.trace is not trace:
+            value = trace.lift(value)
+        return value.ref
+    if not is_numeric(value):
+        raise GradgenError(
+            f"the function returned a {type(value).__name__}, not a number or an array")
+    ref = trace.const(value)
+    trace.values[ref.node] = value
+    return ref
