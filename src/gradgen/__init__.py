@@ -2,9 +2,9 @@
 
 __version__ = "0.1.0"
 
-from . import ops  # noqa: E402,F401  (registers the rule table)
-from .api import emit, grad, trace, value_and_grad  # noqa: E402
-from .errors import (  # noqa: E402
+from . import ops  # noqa: F401  (registers the rule table)
+from .api import emit, grad, trace, value_and_grad
+from .errors import (
     GradgenError,
     GradientMismatch,
     GuardFailure,
@@ -12,5 +12,15 @@ from .errors import (  # noqa: E402
     UnsupportedOperation,
 )
 
-__all__ = ["grad", "value_and_grad", "trace", "emit", "GradgenError", "UnsupportedOperation",
-           "NonScalarOutput", "GuardFailure", "GradientMismatch", "__version__"]
+__all__ = [
+    "GradgenError",
+    "GradientMismatch",
+    "GuardFailure",
+    "NonScalarOutput",
+    "UnsupportedOperation",
+    "__version__",
+    "emit",
+    "grad",
+    "trace",
+    "value_and_grad",
+]

@@ -47,7 +47,7 @@ def load_function(target: str):
 def parse_args_expr(text: str) -> tuple:
     try:
         value = eval(text, {"np": np, "numpy": np, "math": math, "__builtins__": __builtins__})
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any error in the user's expression is theirs
         raise UserError(f"--args {text!r} is not a valid expression: {type(e).__name__}: {e}")
     return value if isinstance(value, tuple) else (value,)
 
@@ -125,11 +125,24 @@ def main(argv=None) -> int:
             traceback.print_exc()
         print(f"gradgen: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # the user's own code raised while being traced
+    except Exception as e:  # noqa: BLE001 - the user's own code raised while being traced
         if ns.debug:
             traceback.print_exc()
-        print(f"gradgen: error: {ns.target}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"gradgen: error: {_user_location(e) or ns.target}: {type(e).__name__}: {e}",
+              file=sys.stderr)
         return 2
+
+
+def _user_location(error: Exception) -> str | None:
+    """The innermost line of the user's code in the error's traceback, as file.py:line."""
+    from .source import is_user_file
+
+    where = None
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        filename = frame.f_code.co_filename
+        if is_user_file(filename) and not filename.endswith("cli.py"):
+            where = f"{os.path.basename(filename)}:{line}"
+    return where
 
 
 if __name__ == "__main__":

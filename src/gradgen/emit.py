@@ -14,6 +14,7 @@ from .ops.core import literal
 from .ops.registry import Expr
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
+INLINE_WIDTH = 70  # characters per inlined expression, likewise
 ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
 LINE_LIMIT = 100
 _IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
@@ -127,8 +128,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
+        too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
-                        or node in outputs or (size > INLINE_LIMIT and node not in renamed))
+                        or node in outputs or (too_big and node not in renamed))
         if not is_statement:
             exprs[node] = expr
             sizes[node] = size
@@ -138,7 +140,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         names[node] = name
         exprs[node] = Expr(name)
         sizes[node] = 0
-        statement = f"{name} = {expr.text}"
+        statement = _assignment(name, expr)
         code_parts.append(expr.text)
         if node.role == "bwd":
             if op == "seed":
@@ -167,6 +169,16 @@ def string_literal(text: str) -> str:
     """A double-quoted Python string literal (the quote style ruff format keeps)."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
+
+
+def _assignment(name: str, expr: Expr) -> str:
+    """``name = expr``; a sum too long for one line is wrapped one term per line, as ruff
+    format would."""
+    line = f"{name} = {expr.text}"
+    if len(line) + 4 <= LINE_LIMIT or len(expr.terms) < 2:
+        return line
+    inner = "\n".join(f"    {t}" for t in expr.terms)
+    return f"{name} = (\n{inner}\n)"
 
 
 def _converted(text: str, wrapper: str | None) -> str:
@@ -210,8 +222,12 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     for spec, fn in zip(specs, emitted, strict=True):
         out += ["", "", f"def {spec.name}({', '.join(spec.params)}):"]
         out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]
-        out += [f"    {line}" for line in fn.lines]
+        out += [_indent(line) for line in fn.lines]
     return "\n".join(out) + "\n"
+
+
+def _indent(statement: str) -> str:
+    return "\n".join(f"    {part}" for part in statement.split("\n"))
 
 
 def _docstring(doc: str, guards: list[str]) -> list[str]:

@@ -98,7 +98,7 @@ class Node:
     (an assignment target, a parameter, ``grad_<name>`` for an adjoint) when there is one.
     """
 
-    __slots__ = ("serial", "op", "inputs", "attrs", "avals", "loc", "name", "role")
+    __slots__ = ("attrs", "avals", "inputs", "loc", "name", "op", "role", "serial")
 
     def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None):
         self.serial = SERIALS.take() if serial is None else serial

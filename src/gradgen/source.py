@@ -40,7 +40,7 @@ class SourceLoc:
 @functools.lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
     """True for code the user wrote: neither gradgen itself nor the libraries it wraps."""
-    if filename.startswith("<__array_function__") or filename.startswith("<frozen"):
+    if filename.startswith(("<__array_function__", "<frozen")):
         return False
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
     if path.startswith(_GRADGEN_DIR + os.sep):
@@ -104,9 +104,9 @@ class _LineCollector(cst.CSTVisitor):
                     elts = [e.value for e in names[0].elements]
                     if all(isinstance(e, cst.Name) for e in elts):
                         targets = tuple(e.value for e in elts)
-            elif isinstance(small, cst.AugAssign | cst.AnnAssign):
-                if isinstance(small.target, cst.Name):
-                    targets = (small.target.value,)
+            elif isinstance(small, cst.AugAssign | cst.AnnAssign) and isinstance(
+                    small.target, cst.Name):
+                targets = (small.target.value,)
             info = LineInfo(targets, self._code(small))
             for line in range(first, last + 1):
                 self.lines[line] = info
@@ -129,7 +129,7 @@ class _LineCollector(cst.CSTVisitor):
 def _line_table_for_text(text: str) -> dict[int, LineInfo]:
     try:
         module = cst.parse_module(text)
-    except Exception:  # source we cannot parse only costs us names, never correctness
+    except Exception:  # noqa: BLE001 - unparsable source only costs names, never correctness
         return {}
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     collector = _LineCollector(wrapper.module)

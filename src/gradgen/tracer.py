@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Self
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class Trace:
         self.values: dict[Node, object] = {}  # concrete value of every node, as traced
         self._consts: dict[tuple, Ref] = {}
 
-    def __enter__(self) -> Trace:
+    def __enter__(self) -> Self:
         _stack().append(self)
         return self
 
@@ -166,7 +167,7 @@ def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
 class Tracer:
     """A value seen by the user's code while tracing: the concrete value plus its node."""
 
-    __slots__ = ("trace", "ref", "value")
+    __slots__ = ("ref", "trace", "value")
     __array_priority__ = 1000
 
     def __init__(self, trace: Trace, ref: Ref, value):
@@ -394,7 +395,7 @@ class Tracer:
         handler = BOUND.get(func)
         if handler is None:
             name = f"{func.__module__.replace('numpy', 'np')}.{func.__name__}"
-            if name.startswith("np.core") or name.startswith("np._core"):
+            if name.startswith(("np.core", "np._core")):
                 name = f"np.{func.__name__}"
             raise _unsupported(f"{name} has no gradient rule in gradgen")
         return handler(*args, **kwargs)

@@ -3,5 +3,15 @@
 from . import arith, arrays, bindings, core, elementwise
 from .registry import BOUND, OPS, Domain, Op, defop
 
-__all__ = ["OPS", "BOUND", "Op", "Domain", "defop", "arith", "arrays", "bindings", "core",
-           "elementwise"]
+__all__ = [
+           "BOUND",
+           "OPS",
+           "Domain",
+           "Op",
+           "arith",
+           "arrays",
+           "bindings",
+           "core",
+           "defop",
+           "elementwise",
+]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..ir import Aval
-from .registry import PREC_ADD, PREC_ATOM, PREC_UNARY, Expr, defop, method
+from .registry import PREC_UNARY, Expr, defop, method, sum_expr
 
 
 def literal(value) -> Expr:
@@ -29,7 +29,9 @@ def literal(value) -> Expr:
         inner = _scalar_text(value.item())
         return Expr(f"np.{value.dtype.name}({inner})")
     text = _scalar_text(value)
-    return Expr(text, PREC_UNARY if text.startswith("-") else PREC_ATOM)
+    if text.startswith("-"):
+        return Expr(text, PREC_UNARY, Expr(text[1:]))
+    return Expr(text)
 
 
 def _scalar_text(v) -> str:
@@ -91,8 +93,7 @@ adjoint = defop("adjoint", _identity, lambda node, args: args[0],
 
 
 def _print_add_n(node, args):
-    return Expr(" + ".join([args[0].at(PREC_ADD)] + [a.at(PREC_ADD + 1) for a in args[1:]]),
-                PREC_ADD)
+    return sum_expr(args[0], args[1:])
 
 
 def _add_n(*xs, uses=()):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,14 +15,34 @@ PREC_COMPARE, PREC_ADD, PREC_MUL, PREC_UNARY, PREC_POW, PREC_ATOM = 5, 10, 11, 1
 
 @dataclass(frozen=True, slots=True)
 class Expr:
-    """A printed expression and the precedence of its outermost operator."""
+    """A printed expression and the precedence of its outermost operator.
+
+    ``neg``, when set, is an expression whose negation this one is *exactly* (``-g * c`` is
+    ``-(g * c)`` bit for bit), so sums can print ``a - g * c`` instead of ``a + -g * c``.
+    ``terms`` keeps the operands of a printed sum, for wrapping a long one over lines."""
 
     text: str
     prec: int = PREC_ATOM
+    neg: Expr | None = None
+    terms: tuple[str, ...] = ()
 
     def at(self, prec: int) -> str:
         """The text, parenthesised if it binds looser than ``prec``."""
         return self.text if self.prec >= prec else f"({self.text})"
+
+
+_SIMPLE_POWER_OPERAND = re.compile(r"-?([A-Za-z_][A-Za-z_0-9.]*|[0-9][0-9.e+\-]*)")
+
+
+def sum_expr(first: Expr, rest) -> Expr:
+    """``a + b - c ...``: a negated term is subtracted instead of added (exact in IEEE)."""
+    terms = [first.at(PREC_ADD)]
+    for term in rest:
+        if term.neg is not None:
+            terms.append(f"- {term.neg.at(PREC_ADD + 1)}")
+        else:
+            terms.append(f"+ {term.at(PREC_ADD + 1)}")
+    return Expr(" ".join(terms), PREC_ADD, terms=tuple(terms))
 
 
 Printer = Callable[[Any, Sequence[Expr]], Expr]  # (node, input exprs) -> Expr
@@ -84,11 +105,20 @@ def defop(name: str, impl, printer: Printer, **kw) -> Op:
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
     def print_infix(node, args):
         a, b = args
+        if symbol == "+":
+            return sum_expr(a, [b])
         if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
             left, right = a.at(prec + 1), b.at(PREC_UNARY)
-        else:  # never reassociate: an equal-precedence right operand keeps its parentheses
-            left, right = a.at(prec), b.at(prec + 1)
-        return Expr(f"{left} {symbol} {right}", prec)
+            # ruff format hugs ** between simple operands: x**2, but (a + b) ** 2
+            if _SIMPLE_POWER_OPERAND.fullmatch(left) and _SIMPLE_POWER_OPERAND.fullmatch(right):
+                return Expr(f"{left}**{right}", prec)
+            return Expr(f"{left} {symbol} {right}", prec)
+        # never reassociate: an equal-precedence right operand keeps its parentheses
+        left, right = a.at(prec), b.at(prec + 1)
+        neg = None
+        if symbol in ("*", "/") and a.neg is not None:  # (-u) * v == -(u * v) exactly
+            neg = Expr(f"{a.neg.at(prec)} {symbol} {right}", prec)
+        return Expr(f"{left} {symbol} {right}", prec, neg)
 
     return print_infix
 
@@ -97,7 +127,7 @@ def prefix(symbol: str) -> Printer:
     def print_prefix(node, args):
         (a,) = args
         inner = a.at(PREC_UNARY + 1) if a.text.startswith(symbol) else a.at(PREC_UNARY)
-        return Expr(f"{symbol}{inner}", PREC_UNARY)
+        return Expr(f"{symbol}{inner}", PREC_UNARY, a if symbol == "-" else None)
 
     return print_prefix
 

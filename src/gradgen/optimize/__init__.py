@@ -25,4 +25,4 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     return graph
 
 
-__all__ = ["optimize", "dce", "cse", "fold", "flatten_sums"]
+__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize"]

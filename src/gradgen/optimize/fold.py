@@ -39,11 +39,7 @@ def _identity(node: Node) -> Ref | None:
         candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
     elif name == "add":
         candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
-    elif name == "sub" and _is(ins[1], 0):
-        candidates = [ins[0]]
-    elif name == "div" and _is(ins[1], 1):
-        candidates = [ins[0]]
-    elif name == "pow" and _is(ins[1], 1):
+    elif name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1) or name == "pow" and _is(ins[1], 1):
         candidates = [ins[0]]
     elif name == "neg" and ins[0].node.op.name == "neg":
         candidates = [ins[0].node.inputs[0]]
@@ -98,7 +94,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
                 try:
                     value = new.op.impl(*values, **new.attrs)
                     aval = aval_of(value)
-                except Exception:  # leave it to run (and raise) where the user would see it
+                except Exception:  # noqa: BLE001 - left to run (and raise) where the user sees it
                     rw.keep(new)
                     continue
             if aval == new.aval:

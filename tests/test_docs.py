@@ -1,0 +1,62 @@
+"""Code blocks in README.md and docs/ that gradgen prints are regenerated and compared.
+
+A block is marked ``<!-- gradgen-output: emit FILE:FUNC --args "..." -->`` and closed by
+``<!-- /gradgen-output -->``. Set GRADGEN_UPDATE_DOCS=1 to rewrite the blocks in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import io
+import os
+import re
+import shlex
+
+import pytest
+
+from gradgen.cli import main
+
+from .conftest import ROOT
+
+BLOCK = re.compile(
+    r"(<!-- gradgen-output: (?P<cmd>.*?) -->\n)```python\n(?P<body>.*?)```\n(<!-- /gradgen-output -->)",
+    re.DOTALL,
+)
+
+
+def _documents():
+    return [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+
+
+def _run(command: str) -> str:
+    out = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out):
+            status = main(shlex.split(command))
+    finally:
+        os.chdir(cwd)
+    assert status == 0, command
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("path", _documents(), ids=os.path.basename)
+def test_generated_blocks_are_current(path):
+    with open(path) as fh:
+        text = fh.read()
+    blocks = list(BLOCK.finditer(text))
+
+    def regenerate(match):
+        body = _run(match["cmd"])
+        return f"{match[1]}```python\n{body}```\n{match[4]}"
+
+    fresh = BLOCK.sub(regenerate, text)
+    if os.environ.get("GRADGEN_UPDATE_DOCS"):
+        with open(path, "w") as fh:
+            fh.write(fresh)
+        return
+    if path.endswith("README.md"):
+        assert blocks, "the README must show an emitted module"
+    assert fresh == text, f"{path} is stale: run GRADGEN_UPDATE_DOCS=1 pytest tests/test_docs.py"
