@@ -60,3 +60,15 @@ def test_generated_blocks_are_current(path):
     if path.endswith("README.md"):
         assert blocks, "the README must show an emitted module"
     assert fresh == text, f"{path} is stale: run GRADGEN_UPDATE_DOCS=1 pytest tests/test_docs.py"
+
+
+def test_ops_table_is_current():
+    from gradgen.opsdoc import render_ops_markdown
+
+    path = os.path.join(ROOT, "docs", "ops.md")
+    fresh = render_ops_markdown()
+    if os.environ.get("GRADGEN_UPDATE_DOCS"):
+        with open(path, "w") as fh:
+            fh.write(fresh)
+    with open(path) as fh:
+        assert fh.read() == fresh, "docs/ops.md is stale: run python -m gradgen.opsdoc > docs/ops.md"
