@@ -31,6 +31,7 @@ class FunctionSpec:
     doc: str
     output_name: str = "out"
     convert: dict[int, str] = field(default_factory=dict)  # output index -> wrapper call
+    annotate: bool = False  # comment each backward statement with the rules it applies
 
 
 @dataclass
@@ -91,6 +92,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     exprs: dict[Node, Expr] = {}
     sizes: dict[Node, int] = {}
     notes: dict[Node, tuple[str, ...]] = {}
+    rules: dict[Node, tuple[str, ...]] = {}
     body: list[str] = []
     code_parts: list[str] = []
     guards: list[str] = []
@@ -128,6 +130,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
+        applied = tuple(t for r in node.inputs for t in rules.get(r.node, ())) + _rule_of(node)
         too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
                         or node in outputs or (too_big and node not in renamed))
@@ -135,6 +138,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             exprs[node] = expr
             sizes[node] = size
             notes[node] = note
+            rules[node] = applied
             continue
         name = namer.fresh(base_name(node, names, spec.output_name))
         names[node] = name
@@ -142,6 +146,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         sizes[node] = 0
         statement = _assignment(name, expr)
         code_parts.append(expr.text)
+        if spec.annotate and applied:
+            statement += "  # " + "; ".join(dict.fromkeys(applied))
         if node.role == "bwd":
             if op == "seed":
                 target = spec.output_name
@@ -179,6 +185,15 @@ def _assignment(name: str, expr: Expr) -> str:
         return line
     inner = "\n".join(f"    {t}" for t in expr.terms)
     return f"{name} = (\n{inner}\n)"
+
+
+def _rule_of(node: Node) -> tuple[str, ...]:
+    """The derivative rule a backward node comes from, as the rule table states it."""
+    if node.origin is None:
+        return ()
+    op, index = node.origin
+    texts = op.rule_text
+    return (texts[min(index, len(texts) - 1)],) if texts else ()
 
 
 def _converted(text: str, wrapper: str | None) -> str:

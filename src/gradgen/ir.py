@@ -98,9 +98,10 @@ class Node:
     (an assignment target, a parameter, ``grad_<name>`` for an adjoint) when there is one.
     """
 
-    __slots__ = ("attrs", "avals", "inputs", "loc", "name", "op", "role", "serial")
+    __slots__ = ("attrs", "avals", "inputs", "loc", "name", "op", "origin", "role", "serial")
 
-    def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None):
+    def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None,
+                 origin=None):
         self.serial = SERIALS.take() if serial is None else serial
         self.op = op
         self.inputs: tuple[Ref, ...] = tuple(inputs)
@@ -109,11 +110,13 @@ class Node:
         self.loc: SourceLoc | None = loc
         self.name: str | None = name
         self.role: str = role
+        # For a backward node: (forward op, input index) whose VJP rule created it.
+        self.origin = origin
 
     def with_inputs(self, inputs) -> Node:
         """This node reading other inputs (same serial: it takes this node's place)."""
         return Node(self.op, inputs, self.attrs, self.avals, self.loc, self.name, self.role,
-                    self.serial)
+                    self.serial, self.origin)
 
     @property
     def out(self) -> Ref:

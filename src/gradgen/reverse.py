@@ -51,7 +51,7 @@ def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -
     trace.nodes = list(graph.nodes)
     trace.inputs = list(graph.inputs)
     trace.values = dict(values)
-    contributions: dict[Ref, list[tuple[int, object, Node]]] = {}
+    contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
 
     with trace:
         trace.role = "bwd"
@@ -59,7 +59,7 @@ def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -
             with at_loc(out_ref.node.loc):
                 seed = _make_seed(trace, out_ref) if cotangent is None else trace.tracer(
                     cotangent)
-            contributions[out_ref] = [(-1, seed, out_ref.node)]
+            contributions[out_ref] = [(-1, seed, out_ref.node, 0)]
         for node in reversed(graph.nodes):
             if node not in needed or node.op.name == "input":
                 continue
@@ -99,8 +99,9 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
         rule = rules[0] if variadic else rules[i]
         if rule is None:
             continue
-        c = rule(g, ans, *ins, **node.attrs)
-        contributions.setdefault(r, []).append((node.serial, _fit(c, r), node))
+        with at_loc(node.loc, (node.op, 0 if variadic else i)):
+            c = _fit(rule(g, ans, *ins, **node.attrs), r)
+        contributions.setdefault(r, []).append((node.serial, c, node, 0 if variadic else i))
 
 
 def _fit(c, ref: Ref):
@@ -124,12 +125,15 @@ def _combine(entries, node: Node):
     if not entries:
         return None
     entries.sort(key=lambda e: e[0])
-    with at_loc(entries[0][2].loc):
+    _, first, user, index = entries[0]
+    # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
+    origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
+    with at_loc(user.loc, origin if entries[0][0] >= 0 else None):
         if len(entries) == 1:
-            g = entries[0][1]
+            g = first
         else:
-            uses = tuple(str(user.loc) for _, _, user in entries if user.loc is not None)
-            g = add_n(*(c for _, c, _ in entries), uses=uses)
+            uses = tuple(str(e[2].loc) for e in entries if e[2].loc is not None)
+            g = add_n(*(e[1] for e in entries), uses=uses)
         is_own_seed = entries[0][0] == -1 and len(entries) == 1
         if node.name and not is_own_seed and isinstance(g, Tracer):
             g = adjoint(g)

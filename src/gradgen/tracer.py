@@ -17,17 +17,20 @@ _state = threading.local()
 
 class at_loc:
     """Record nodes as coming from ``loc`` (reverse mode and replays know better than the
-    call stack which user line an op belongs to)."""
+    call stack which user line an op belongs to) and, in reverse mode, from the VJP rule
+    ``origin`` = (forward op, input index)."""
 
-    def __init__(self, loc):
+    def __init__(self, loc, origin=None):
         self.loc = loc
+        self.origin = origin
 
     def __enter__(self):
-        self.saved = getattr(_state, "loc", None)
+        self.saved = getattr(_state, "loc", None), getattr(_state, "origin", None)
         _state.loc = self.loc
+        _state.origin = self.origin
 
     def __exit__(self, *exc):
-        _state.loc = self.saved
+        _state.loc, _state.origin = self.saved
 
 
 def _stack() -> list[Trace]:
@@ -66,7 +69,8 @@ class Trace:
 
     def add(self, op, inputs, attrs, avals, name=None, role=None) -> Node:
         loc = getattr(_state, "loc", None) or current_loc()
-        node = Node(op, inputs, attrs, avals, loc, name, role or self.role)
+        node = Node(op, inputs, attrs, avals, loc, name, role or self.role,
+                    origin=getattr(_state, "origin", None))
         self.nodes.append(node)
         return node
 
