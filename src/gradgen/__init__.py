@@ -11,8 +11,10 @@ from .errors import (
     NonScalarOutput,
     UnsupportedOperation,
 )
+from .function import Function
 
 __all__ = [
+    "Function",
     "GradgenError",
     "GradientMismatch",
     "GuardFailure",

@@ -93,10 +93,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     sizes: dict[Node, int] = {}
     notes: dict[Node, tuple[str, ...]] = {}
     rules: dict[Node, tuple[str, ...]] = {}
+    origins: dict[Node, tuple] = {}  # user Functions whose backward a statement comes from
     body: list[str] = []
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
+    banner = None
 
     for node in graph.nodes:
         op = node.op.name
@@ -131,6 +133,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
         applied = tuple(t for r in node.inputs for t in rules.get(r.node, ())) + _rule_of(node)
+        origins[node] = tuple(o for r in node.inputs for o in origins.get(r.node, ())) + (
+            (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
         too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
                         or node in outputs or (too_big and node not in renamed))
@@ -148,6 +152,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         code_parts.append(expr.text)
         if spec.annotate and applied:
             statement += "  # " + "; ".join(dict.fromkeys(applied))
+        origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
+        if origin_op is not None:
+            body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
+            banner = origin_op
         if node.role == "bwd":
             if op == "seed":
                 target = spec.output_name

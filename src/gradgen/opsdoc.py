@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .ops import BOUND, OPS
 
-_STRUCTURAL = {"input", "const", "guard", "seed"}
+_STRUCTURAL = {"input", "const", "guard", "seed", "function_output"}
 # Python syntax and builtins that reach an op without a bound callable.
 _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`", "neg": "unary `-`",
            "abs": "`abs()`", "matmul": "`@`", "mod": "`%`", "floordiv": "`//`", "round": "`round()`",

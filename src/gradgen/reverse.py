@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import GradgenError
+from .function import function_groups, pull_back_function
 from .ir import Graph, Node, Ref
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
@@ -34,18 +35,21 @@ def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set
     return needed
 
 
-def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -> Graph:
-    """The joint graph: ``graph``'s nodes followed by the backward of output ``output`` with
-    respect to inputs ``wrt``. Its outputs are ``[value, grad_wrt0, grad_wrt1, ...]``.
+def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
+            cotangents: Sequence[Ref] | None = None) -> Graph:
+    """The joint graph: ``graph``'s nodes followed by the backward of its ``outputs`` with
+    respect to inputs ``wrt``. Its outputs are ``[value_0, ..., grad_wrt0, grad_wrt1, ...]``.
 
-    ``cotangent`` (a Ref of an input node already in the graph) replaces the seed 1.0 for
-    vector-Jacobian products.
+    Each output's cotangent is the seed 1.0, or, for vector-Jacobian products, the matching
+    Ref in ``cotangents`` (inputs already in the graph).
     """
     values = graph.meta["values"]
-    out_ref = graph.outputs[output]
+    out_refs = [graph.outputs[i] for i in outputs]
     wrt_nodes = [graph.inputs[i] for i in wrt]
     active = active_nodes(graph, wrt_nodes)
-    needed = needed_nodes(graph, active, [out_ref])
+    needed = needed_nodes(graph, active, out_refs)
+    function_calls = function_groups(graph)
+    done: set[Node] = set()
 
     trace = Trace()
     trace.nodes = list(graph.nodes)
@@ -55,13 +59,21 @@ def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -
 
     with trace:
         trace.role = "bwd"
-        if out_ref.node in needed:
+        for k, out_ref in enumerate(out_refs):
+            if out_ref.node not in needed:
+                continue
             with at_loc(out_ref.node.loc):
-                seed = _make_seed(trace, out_ref) if cotangent is None else trace.tracer(
-                    cotangent)
-            contributions[out_ref] = [(-1, seed, out_ref.node, 0)]
+                seed = _make_seed(trace, out_ref) if cotangents is None else trace.tracer(
+                    cotangents[k])
+            contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
         for node in reversed(graph.nodes):
-            if node not in needed or node.op.name == "input":
+            if node not in needed or node.op.name == "input" or node in done:
+                continue
+            if node.op.name == "function_output":
+                siblings = function_calls[node.attrs["call"], node.inputs[1:]]
+                done.update(siblings)
+                gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
+                pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
             g = _combine(contributions.pop(node.out, None), node)
             if g is not None:
@@ -71,7 +83,7 @@ def reverse(graph: Graph, wrt: Sequence[int], output: int = 0, cotangent=None) -
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
             grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
-    joint = trace.graph([out_ref] + [g.ref for g in grads])
+    joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt))
     return joint
 
@@ -128,13 +140,16 @@ def _combine(entries, node: Node):
     _, first, user, index = entries[0]
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
-    with at_loc(user.loc, origin if entries[0][0] >= 0 else None):
+    loc = user.loc
+    if user.op.name == "function_output" and isinstance(first, Tracer):
+        loc = first.ref.node.loc  # the line of the user's backward that computed it
+    with at_loc(loc, origin if entries[0][0] >= 0 else None):
         if len(entries) == 1:
             g = first
         else:
             uses = tuple(str(e[2].loc) for e in entries if e[2].loc is not None)
             g = add_n(*(e[1] for e in entries), uses=uses)
-        is_own_seed = entries[0][0] == -1 and len(entries) == 1
+        is_own_seed = entries[0][0] < 0 and len(entries) == 1
         if node.name and not is_own_seed and isinstance(g, Tracer):
             g = adjoint(g)
             g.ref.node.name = f"grad_{node.name}"
