@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 from . import ops  # noqa: F401  (registers the rule table)
-from .api import emit, grad, trace, value_and_grad
+from .api import emit, grad, trace, value_and_grad, vjp
 from .errors import (
     GradgenError,
     GradientMismatch,
@@ -25,4 +25,5 @@ __all__ = [
     "grad",
     "trace",
     "value_and_grad",
+    "vjp",
 ]

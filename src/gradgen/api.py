@@ -4,22 +4,18 @@ signature and guard path; retracing on a guard failure; inlining under an outer 
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
-import os
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__
+from .build import Built, Request, build
 from .compile import load_module
-from .emit import FunctionSpec, emit_module
-from .errors import GradgenError, NonScalarOutput
+from .errors import GradgenError
 from .ir import Graph, Node
-from .ops.core import _seed_value, literal
-from .optimize import optimize
-from .reverse import reverse
+from .ops.core import _seed_value
+from .pytree import flatten, unflatten
 from .tracer import Tracer, at_loc, bind
 from .tracing import function_loc, is_numeric, trace_function
 
@@ -49,189 +45,36 @@ def _bind_arguments(fn, args, kwargs) -> tuple:
     return tuple(bound.arguments.values())
 
 
-def _describe(value) -> str:
+def _leaf_key(value):
     if isinstance(value, np.ndarray):
-        return f"an array of dtype {value.dtype}"
-    return f"{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__}"
-
-
-def _check_argnums(fn, args, argnums) -> None:
-    names = _param_names(fn, len(args))
-    for i in argnums:
-        if not -len(args) <= i < len(args):
-            raise GradgenError(
-                f"argnums includes {i} but {getattr(fn, '__name__', 'f')} was called with "
-                f"{len(args)} argument{'s' if len(args) != 1 else ''}", function_loc(fn))
-        value = args[i]
-        kind = np.asarray(value).dtype.kind if is_numeric(value) else None
-        if kind != "f":
-            raise GradgenError(
-                f"cannot differentiate with respect to argument {names[i]!r} (position {i}): "
-                f"it is {_describe(value)}", function_loc(fn),
-                "gradgen differentiates floats and float arrays; pass e.g. 2.0 instead of 2, "
-                "or leave the argument out of argnums")
-
-
-def _param_names(fn, n):
-    from .tracing import parameter_names
-
-    return parameter_names(fn, n)
+        return (np.ndarray, value.shape, value.dtype.str)
+    if is_numeric(value):
+        return (type(value),)
+    try:
+        hash(value)
+    except TypeError:
+        raise GradgenError(
+            f"an argument of type {type(value).__name__} is neither a number, a NumPy array, "
+            "a dict/list/tuple of them, nor a hashable constant", None,
+            "pass arrays as NumPy arrays; other arguments must be hashable") from None
+    return ("static", type(value), value)
 
 
 def _signature_key(args) -> tuple:
-    key = []
-    for value in args:
-        if isinstance(value, np.ndarray):
-            key.append((np.ndarray, value.shape, value.dtype.str))
-        elif is_numeric(value):
-            key.append((type(value),))
-        else:
-            try:
-                hash(value)
-            except TypeError:
-                raise GradgenError(
-                    f"argument {_describe(value)} is neither a number, a NumPy array, nor a "
-                    "hashable constant", None,
-                    "pass arrays as NumPy arrays; other arguments must be hashable") from None
-            key.append(("static", type(value), value))
-    return tuple(key)
+    """Types, shapes and dtypes of every leaf, and the structure of every argument: two calls
+    with the same key can share compiled code (guards decide the rest)."""
+    leaves, tree = flatten(tuple(args))
+    return (tree, *(_leaf_key(v) for v in leaves))
 
 
-def signature_text(names, args) -> str:
-    parts = []
-    for name, value in zip(names, args, strict=True):
-        if is_numeric(value):
-            from .ir import aval_of
-
-            parts.append(f"{name}: {aval_of(value)}")
-        else:
-            parts.append(f"{name}={value!r}")
-    return "(" + ", ".join(parts) + ")"
+def _has_tracer(args) -> bool:
+    leaves, _ = flatten(tuple(args))
+    return any(isinstance(v, Tracer) for v in leaves)
 
 
-# --- building a module ---------------------------------------------------------------------
-
-
-@dataclass
-class Built:
-    """A traced, differentiated, optimized and emitted function for one guard path."""
-
-    source: str
-    forward: Graph
-    vg_graph: Graph  # outputs: value, then one gradient per argnum
-    fname: str
-
-
-def _check_scalar_output(graph: Graph, fn) -> None:
-    structure = graph.meta.get("result_structure")
-    if structure is not None:
-        raise NonScalarOutput(
-            f"{graph.meta['fname']} returned a {structure[0].__name__} of {structure[1]} "
-            "values; grad needs a single scalar", function_loc(fn),
-            "return one number, or use gradgen.vjp for several outputs")
-    out = graph.outputs[0]
-    aval = out.aval
-    if aval.size != 1:
-        raise NonScalarOutput(
-            f"{graph.meta['fname']} returned a value of shape {aval.shape}, not a scalar",
-            out.node.loc or function_loc(fn),
-            "grad needs a scalar output: reduce it (e.g. np.sum) or use gradgen.vjp")
-    if not aval.is_float:
-        raise NonScalarOutput(
-            f"{graph.meta['fname']} returned {aval}, not a float: it has no gradient",
-            out.node.loc or function_loc(fn))
-
-
-def _display_path(fn) -> str:
-    loc = function_loc(fn)
-    if loc is None:
-        return "<unknown>"
-    path = loc.file
-    if path.startswith("<"):
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        rel = path
-    return os.path.basename(path) if rel.startswith("..") else rel
-
-
-def source_hash(fn) -> str:
-    """A short hash of the function's source text, so a generated file can tell it is stale."""
-    try:
-        text = inspect.getsource(inspect.unwrap(fn))
-    except (OSError, TypeError):
-        return "unavailable (no source)"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _regenerate_line(fn, args, argnums, command) -> str:
-    if command:
-        return f"# Regenerate: {command}"
-    texts = []
-    for value in args:
-        if isinstance(value, np.ndarray) and value.size > 6:
-            texts = None
-            break
-        texts.append(literal(value).text if is_numeric(value) else repr(value))
-    fname = getattr(fn, "__name__", "f")
-    if texts is not None:
-        tup = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
-        extra = "" if argnums == (0,) else f" --argnums {','.join(map(str, argnums))}"
-        line = f'# Regenerate: gradgen emit {_display_path(fn)}:{fname} --args "{tup}"{extra}'
-        if len(line) <= 100 and '"' not in tup:
-            return line
-    return f"# Regenerate: gradgen.emit({fname}, *args) with arguments of this signature"
-
-
-def build(fn, args, argnums: tuple[int, ...], as_tuple: bool, command: str | None = None,
-          annotate: bool = False) -> Built:
-    """Trace, differentiate, optimize and emit ``fn`` at ``args``."""
-    _check_argnums(fn, args, argnums)
-    forward = trace_function(fn, args)
-    _check_scalar_output(forward, fn)
-    positions = {n.attrs["index"]: i for i, n in enumerate(forward.inputs)}
-    argnums = tuple(a % len(args) for a in argnums)
-    joint = reverse(forward, [positions[a] for a in argnums])
-    fname = forward.meta["fname"]
-    names = forward.meta["arg_names"]
-    out_node = forward.outputs[0].node
-    output_name = out_node.name or "out"
-
-    values = joint.meta["values"]
-    convert = {}
-    for k, a in enumerate(argnums):
-        g_value = values.get(joint.outputs[1 + k].node)
-        if type(args[a]) is float and type(g_value) is not float:
-            convert[k] = "float"
-        elif isinstance(args[a], np.ndarray) and not isinstance(g_value, np.ndarray):
-            convert[k] = "np.asarray"
-
-    vg = optimize(joint.with_nodes(joint.nodes, joint.outputs))
-    g_only = optimize(joint.with_nodes(joint.nodes, joint.outputs[1:]))
-    d_of = [f"d{fname}/d{names[a]}" for a in argnums]
-    grads_text = f"({', '.join(d_of)})" if as_tuple else d_of[0]
-    sig = signature_text(names, args)
-    sig_inner = sig[1:-1]
-    call_text = f"{fname}({', '.join(names)})"
-    grad_returns = tuple(range(len(argnums))) if as_tuple else 0
-    vg_returns = (0, tuple(range(1, len(argnums) + 1))) if as_tuple else (0, 1)
-    specs = [
-        FunctionSpec(f"{fname}_grad", list(names), g_only, grad_returns,
-                     f"Return {grads_text} for {sig_inner}.", output_name, dict(convert),
-                     annotate),
-        FunctionSpec(f"{fname}_value_and_grad", list(names), vg, vg_returns,
-                     f"Return ({call_text}, {grads_text}) for {sig_inner}.", output_name,
-                     {k + 1: v for k, v in convert.items()}, annotate),
-    ]
-    header = [
-        (f"# Code generated by gradgen {__version__} from {_display_path(fn)}:{fname} for "
-         f"{sig}. DO NOT EDIT."),
-        _regenerate_line(fn, args, argnums, command),
-        f"# Source sha256: {source_hash(fn)}",
-    ]
-    source = emit_module(header, specs)
-    return Built(source, forward, vg, fname)
+def _concrete(args) -> tuple:
+    leaves, tree = flatten(tuple(args))
+    return unflatten(tree, [v.value if isinstance(v, Tracer) else v for v in leaves])
 
 
 # --- the callables users get ---------------------------------------------------------------
@@ -248,17 +91,20 @@ class GradFunction:
     """What ``grad`` and ``value_and_grad`` return: compiled code per input signature and
     guard path, retraced when a call leaves every path seen so far."""
 
-    def __init__(self, fn, argnums=0, with_value=False):
+    def __init__(self, fn, argnums=0, with_value=False, intermediates=()):
         self.fn = fn
         self.argnums, self.as_tuple = _normalize_argnums(argnums)
         self.with_value = with_value
+        if isinstance(intermediates, str):
+            intermediates = (intermediates,)
+        self.request = Request(self.argnums, self.as_tuple, tuple(intermediates))
         self._paths: dict[tuple, list[_Path]] = {}
         self.source: str | None = None
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
         args = _bind_arguments(self.fn, args, kwargs)
-        if any(isinstance(a, Tracer) for a in args):
+        if _has_tracer(args):
             return self._inline(args)
         key = _signature_key(args)
         paths = self._paths.setdefault(key, [])
@@ -287,7 +133,7 @@ class GradFunction:
                 "the function is not deterministic", function_loc(self.fn)) from None
 
     def _compile(self, args) -> _Path:
-        built = build(self.fn, args, self.argnums, self.as_tuple)
+        built = build(self.fn, args, self.request)
         namespace = load_module(built.source, built.fname)
         suffix = "_value_and_grad" if self.with_value else "_grad"
         guard = namespace.get("GuardFailure", _NeverRaised)
@@ -296,22 +142,32 @@ class GradFunction:
     def _inline(self, args):
         """Called on tracers (grad of grad): differentiate at the concrete values, then replay
         the joint graph on the tracers, so an outer trace records the backward as ops."""
-        concrete = tuple(a.value if isinstance(a, Tracer) else a for a in args)
-        built = build(self.fn, concrete, self.argnums, self.as_tuple)
-        graph = built.vg_graph
-        by_input: dict[Node, object] = {}
-        for node in graph.inputs:
-            index = node.attrs["index"]
-            by_input[node] = args[index] if index >= 0 else None
-        for inner, outer in built.forward.meta.get("captured", {}).items():
-            by_input[inner] = outer
-        outs = replay(graph, by_input)
-        grads = tuple(outs[1:]) if self.as_tuple else outs[1]
-        return (outs[0], grads) if self.with_value else grads
+        built = build(self.fn, _concrete(args), self.request)
+        value, grads = inline_result(built, args)
+        return (value, grads) if self.with_value else grads
 
 
 class _NeverRaised(Exception):
     pass
+
+
+def inline_result(built: Built, args, extra_inputs=()):
+    """Replay ``built``'s joint graph on ``args`` (tracers in an outer trace) and shape the
+    outputs as the emitted function would return them."""
+    leaves, _ = flatten(tuple(args))
+    graph = built.joint
+    by_input: dict[Node, object] = {}
+    for node in graph.inputs:
+        index = node.attrs["index"]
+        if 0 <= index < len(leaves):
+            by_input[node] = leaves[index]
+        elif index >= len(leaves):
+            by_input[node] = extra_inputs[index - len(leaves)]
+    for inner, outer in built.forward.meta.get("captured", {}).items():
+        by_input[inner] = outer
+    outs = replay(graph, by_input)
+    tree, items = built.returns
+    return unflatten(tree, [outs[i] if isinstance(i, int) else None for i in items])
 
 
 _LOC_COMMENT = re.compile(r"#\s+(\S+\.py:\d+|<[^>]+>:\d+)")
@@ -368,11 +224,12 @@ def replay(graph: Graph, by_input: dict[Node, object]) -> list:
     return [env[r.node] for r in graph.outputs]
 
 
-def grad(fn=None, argnums=0):
-    """The gradient of a scalar function: ``gradgen.grad(f)(x)`` or ``@gradgen.grad``."""
+def grad(fn=None, argnums=0, *, intermediates=()):
+    """The gradient of a scalar function: ``gradgen.grad(f)(x)`` or ``@gradgen.grad``.
+    With ``intermediates=("y",)`` it returns ``(gradient, {"y": adjoint of y})``."""
     if fn is None:
-        return lambda f: GradFunction(f, argnums)
-    return GradFunction(fn, argnums)
+        return lambda f: GradFunction(f, argnums, intermediates=intermediates)
+    return GradFunction(fn, argnums, intermediates=intermediates)
 
 
 def value_and_grad(fn=None, argnums=0):
@@ -383,19 +240,87 @@ def value_and_grad(fn=None, argnums=0):
 
 
 def trace(fn, *args, backward=False, argnums=0) -> Graph:
-    """The traced graph of ``fn(*args)``; with ``backward=True`` the joint forward+backward."""
-    graph = trace_function(fn, args)
+    """The traced graph of ``fn(*args)``; with ``backward=True`` the joint forward+backward
+    (optimized) of the gradient with respect to ``argnums``."""
     if not backward:
-        return graph
-    nums, _ = _normalize_argnums(argnums)
-    _check_argnums(fn, args, nums)
-    _check_scalar_output(graph, fn)
-    positions = {n.attrs["index"]: i for i, n in enumerate(graph.inputs)}
-    return optimize(reverse(graph, [positions[a % len(args)] for a in nums]))
-
-
-def emit(fn, *args, argnums=0, command: str | None = None, annotate: bool = False) -> str:
-    """The gradient module for ``fn`` at ``args``, as Python source text. With ``annotate``,
-    each backward statement is commented with the derivative rules it applies."""
+        return trace_function(fn, args)
     nums, as_tuple = _normalize_argnums(argnums)
-    return build(fn, args, nums, as_tuple, command, annotate).source
+    return build(fn, args, Request(nums, as_tuple)).joint
+
+
+def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), command: str | None = None,
+         annotate: bool = False) -> str:
+    """The gradient module for ``fn`` at ``args``, as Python source text: ``<f>_grad`` and
+    ``<f>_value_and_grad``, or with ``vjp=True`` ``<f>_vjp(*args, cotangent)``. With
+    ``annotate``, each backward statement is commented with the derivative rules it applies."""
+    nums, as_tuple = _normalize_argnums(argnums)
+    request = Request(nums, as_tuple, tuple(intermediates), vjp)
+    return build(fn, args, request, command, annotate).source
+
+
+class _Pullback:
+    """``vjp``'s second result: cotangent -> one gradient per positional argument."""
+
+    def __init__(self, fn, args, built: Built, call, guard_failure):
+        self.fn, self.args, self.built = fn, args, built
+        self._call, self._guard_failure = call, guard_failure
+        self.source = built.source
+
+    def __call__(self, cotangent):
+        out_tree = self.built.forward.meta["out_tree"]
+        leaves, tree = flatten(cotangent)
+        if tree != out_tree:
+            raise GradgenError(
+                f"the cotangent has structure {tree} but {self.built.fname} returned "
+                f"{out_tree}", function_loc(self.fn),
+                "pass one cotangent per output, shaped like that output")
+        for k, (leaf, out) in enumerate(zip(leaves, self.built.forward.outputs, strict=True)):
+            if np.shape(leaf) != out.aval.shape:
+                raise GradgenError(
+                    f"cotangent {k} has shape {np.shape(leaf)}, but output {k} has shape "
+                    f"{out.aval.shape}", function_loc(self.fn))
+        if _has_tracer(self.args) or any(isinstance(v, Tracer) for v in leaves):
+            _, grads = inline_result(self.built, self.args, leaves)
+            return grads
+        cotangent = unflatten(tree, [_like(v, out) for v, out in zip(
+            leaves, self.built.forward.outputs, strict=True)])
+        try:
+            _, grads = self._call(*self.args, cotangent)
+        except (ArithmeticError, ValueError) as e:
+            raise _runtime_error(e, self.built) from e
+        return grads
+
+
+def _like(value, out_ref):
+    """A cotangent with its output's dtype (a Python float is fine for a scalar output)."""
+    aval = out_ref.aval
+    if aval.py is not None:
+        return float(value) if aval.is_float else value
+    return np.asarray(value, dtype=aval.dtype)
+
+
+def vjp(fn, *args):
+    """``(outputs, pullback)``: ``pullback(cotangent)`` returns one gradient per positional
+    argument (None for an argument that is not a float or float array). Outputs and cotangents
+    may be dicts, lists and tuples."""
+    concrete = _concrete(args)
+    built = build(fn, concrete, Request(vjp=True))
+    values = built.forward.meta["values"]
+    out_tree = built.forward.meta["out_tree"]
+    if _has_tracer(args):
+        leaves, _ = flatten(tuple(args))
+        by_input = {n: leaves[n.attrs["index"]] for n in built.forward.inputs
+                    if 0 <= n.attrs["index"] < len(leaves)}
+        by_input.update(built.forward.meta.get("captured", {}))
+        outs = replay(_forward_only(built.forward), by_input)
+        return unflatten(out_tree, outs), _Pullback(fn, args, built, None, ())
+    namespace = load_module(built.source, built.fname)
+    outputs = unflatten(out_tree, [values[r.node] for r in built.forward.outputs])
+    call = namespace[f"{built.fname}_vjp"]
+    return outputs, _Pullback(fn, args, built, call, namespace.get("GuardFailure", ()))
+
+
+def _forward_only(graph: Graph) -> Graph:
+    """The forward graph without the cotangent inputs vjp added to it."""
+    return graph.with_nodes([n for n in graph.nodes if n.role != "input" or
+                             n.attrs["index"] >= 0], graph.outputs)

@@ -114,11 +114,12 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     """Compare the generated gradient with sympy's derivative of the traced graph at ``args``
     and at ``points`` nearby points on the same guard path (finite differences along random
     directions for arguments with more than SYMBOLIC_SIZE_LIMIT elements)."""
-    from .api import _normalize_argnums, build
+    from .api import _normalize_argnums
+    from .build import Request, build
     from .compile import load_module
 
     nums, as_tuple = _normalize_argnums(argnums)
-    built = build(fn, args, nums, as_tuple)
+    built = build(fn, args, Request(nums, as_tuple))
     namespace = load_module(built.source, built.fname)
     grad_fn = namespace[f"{built.fname}_grad"]
     guard_failure = namespace.get("GuardFailure", ())
@@ -170,7 +171,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
         tolerance_rel = rtol if method != "finite differences" else max(rtol, 1e-5)
         bad = max_abs > atol and max_rel > tolerance_rel
         small = a in symbols and len(forward.nodes) <= PROOF_NODE_LIMIT
-        if not bad and small and _prove(built.vg_graph, symbols, derivs, k, prove_seconds):
+        if not bad and small and _prove(built.joint, symbols, derivs, k, prove_seconds):
             method = "proved"
         report.results.append(ArgumentResult(names[a], method, max_abs, max_rel, len(samples)))
         if bad and max_rel > worst[0]:

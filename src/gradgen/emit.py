@@ -4,6 +4,7 @@ inlined, comments quoting the user's source, guards as explicit checks."""
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,6 +13,7 @@ from .ir import Graph, Node
 from .naming import Namer, base_name
 from .ops.core import literal
 from .ops.registry import Expr
+from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
@@ -27,11 +29,13 @@ class FunctionSpec:
     name: str
     params: list[str]
     graph: Graph
-    returns: object  # nested tuples of output indices: 0, or (0, (1, 2))
+    returns: tuple  # (TreeDef, items): items are output indices, or "None"
     doc: str
     output_name: str = "out"
     convert: dict[int, str] = field(default_factory=dict)  # output index -> wrapper call
     annotate: bool = False  # comment each backward statement with the rules it applies
+    input_names: dict[int, str] = field(default_factory=dict)  # input index -> variable
+    unpack: dict[int, str] = field(default_factory=dict)  # input index -> params["W1"]
 
 
 @dataclass
@@ -85,16 +89,19 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     outputs = {r.node for r in graph.outputs}
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
-    namer = Namer([spec.name, *spec.params])
+    namer = Namer([spec.name, *spec.params, *spec.input_names.values()])
     names: dict[Node, str] = {}
+    body: list[str] = []
     for node in graph.inputs:
-        names[node] = spec.params[node.attrs["index"]]
+        index = node.attrs["index"]
+        names[node] = spec.input_names.get(index) or spec.params[index]
+        if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
+            body.append(f"{names[node]} = {spec.unpack[index]}")
     exprs: dict[Node, Expr] = {}
     sizes: dict[Node, int] = {}
     notes: dict[Node, tuple[str, ...]] = {}
     rules: dict[Node, tuple[str, ...]] = {}
     origins: dict[Node, tuple] = {}  # user Functions whose backward a statement comes from
-    body: list[str] = []
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
@@ -170,8 +177,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             statement += f"  # {_short_loc(node)}"
         body.append(statement)
 
-    returned = _format_returns(spec.returns, [_converted(exprs[r.node].text, spec.convert.get(
-        i)) for i, r in enumerate(graph.outputs)], top=True)
+    texts = [_converted(exprs[r.node].text, spec.convert.get(i))
+             for i, r in enumerate(graph.outputs)]
+    tree, items = spec.returns
+    returned = format_structure(tree, [texts[i] if isinstance(i, int) else i for i in items])
+    if tree.kind == "tuple" and len(tree.children) > 1:
+        returned = returned[1:-1]  # return a, b
     body.append(f"return {returned}")
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
@@ -208,15 +219,6 @@ def _converted(text: str, wrapper: str | None) -> str:
     return f"{wrapper}({text})" if wrapper else text
 
 
-def _format_returns(spec, texts, top=False) -> str:
-    if isinstance(spec, int):
-        return texts[spec]
-    inner = ", ".join(_format_returns(s, texts) for s in spec)
-    if len(spec) == 1:
-        inner += ","
-    return inner if top else f"({inner})"
-
-
 GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
@@ -249,6 +251,10 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _wrapped(text: str) -> list[str]:
+    return textwrap.wrap(text, LINE_LIMIT - 8, break_long_words=False, break_on_hyphens=False)
+
+
 def _indent(statement: str) -> str:
     return "\n".join(f"    {part}" for part in statement.split("\n"))
 
@@ -258,8 +264,8 @@ def _docstring(doc: str, guards: list[str]) -> list[str]:
         text = f"{doc} The traced path has no guards."
         if len(text) + 10 <= LINE_LIMIT:
             return [f'"""{text}"""']
-        return ['"""' + doc, "", "The traced path has no guards.", '"""']
-    lines = ['"""' + doc, "", "Valid on the traced path, where:"]
+        return [*_wrapped('"""' + doc), "", "The traced path has no guards.", '"""']
+    lines = [*_wrapped('"""' + doc), "", "Valid on the traced path, where:"]
     shown = guards[:8]
     lines += [f"    {g}" for g in shown]
     if len(guards) > len(shown):

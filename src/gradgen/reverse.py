@@ -50,6 +50,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     needed = needed_nodes(graph, active, out_refs)
     function_calls = function_groups(graph)
     done: set[Node] = set()
+    adjoints: dict[Node, Ref] = {}
 
     trace = Trace()
     trace.nodes = list(graph.nodes)
@@ -76,6 +77,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
             g = _combine(contributions.pop(node.out, None), node)
+            if isinstance(g, Tracer):
+                adjoints[node] = g.ref
             if g is not None:
                 with at_loc(node.loc):
                     _pull_back(trace, node, g, needed, contributions)
@@ -84,8 +87,18 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             g = _combine(contributions.pop(inp.out, None), inp)
             grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
     joint = trace.graph(out_refs + [g.ref for g in grads])
-    joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt))
+    joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
     return joint
+
+
+def zeros_ref(joint: Graph, node: Node) -> Ref:
+    """A constant zero shaped like ``node``: the adjoint of a value the output ignores."""
+    aval = node.aval
+    value = aval.py(0) if aval.py is not None else np.zeros(aval.shape, aval.dtype)[()]
+    const = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
+    joint.nodes.append(const)
+    joint.meta["values"][const] = value
+    return const.out
 
 
 def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import inspect
 import sys
 import types
+from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import GradgenError
 from .intercept import Interceptor
-from .ir import SERIALS, Graph, aval_of
+from .ir import SERIALS, Graph, Node, aval_of
+from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
 from .source import SourceLoc, is_user_file, line_table
 from .tracer import Trace, Tracer
 
@@ -110,39 +112,82 @@ def is_numeric(value) -> bool:
     return True
 
 
+@dataclass
+class Leaf:
+    """One leaf of the (flattened) arguments: which argument, where inside it, its name."""
+
+    arg: int
+    path: tuple
+    name: str
+    value: object
+
+    @property
+    def numeric(self) -> bool:
+        return is_numeric(self.value)
+
+
+def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
+    """Every argument's leaves (a plain number or array is one leaf), with unique names."""
+    leaves: list[Leaf] = []
+    trees: list[TreeDef] = []
+    taken = set(names)
+    for i, (value, name) in enumerate(zip(args, names, strict=True)):
+        values, tree = flatten(value)
+        trees.append(tree)
+        for path, leaf in zip(leaf_paths(tree), values, strict=True):
+            if tree is LEAF:
+                leaf_id = name
+            else:
+                leaf_id = leaf_name(name, path)
+                if leaf_id in taken:
+                    leaf_id = leaf_name(name, tuple(str(p) for p in path))
+                    leaf_id = f"{name}_{leaf_id}" if leaf_id in taken else leaf_id
+                taken.add(leaf_id)
+            leaves.append(Leaf(i, path, leaf_id, leaf))
+    return leaves, trees
+
+
 def trace_function(fn, args, arg_names=None) -> Graph:
-    """Trace ``fn(*args)``. Numeric arguments become graph inputs (named after the
-    parameters); anything else is passed through as a static value."""
+    """Trace ``fn(*args)``. Numeric arguments, and the numeric leaves of dict/list/tuple
+    arguments, become graph inputs named after the parameters (``params["W1"]`` -> ``W1``);
+    anything else is passed through as a static value."""
     names = arg_names or parameter_names(fn, len(args))
+    leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
-        traced_args = []
-        for value, name in zip(args, names, strict=True):
-            if is_numeric(value):
+        traced = []
+        for k, leaf in enumerate(leaves):
+            value = leaf.value
+            if leaf.numeric:
                 if isinstance(value, np.ndarray) and not value.flags.writeable:
                     value = value.copy()
-                traced_args.append(trace.new_input(value, name, index=len(traced_args)))
+                traced.append(trace.new_input(value, leaf.name, index=k))
             else:
-                traced_args.append(value)
+                traced.append(value)
+        traced_args, start = [], 0
+        for tree in trees:
+            traced_args.append(unflatten(tree, traced[start:start + tree.num_leaves]))
+            start += tree.num_leaves
         call = Interceptor().wrap(fn) if isinstance(fn, types.FunctionType) else fn
         with BindingObserver():
             result = call(*traced_args)
-        outputs = [_output_ref(trace, r) for r in _flatten_output(result)]
+        out_leaves, out_tree = flatten(result)
+        outputs = [_output_ref(trace, r) for r in out_leaves]
     graph = trace.graph(outputs)
-    _version_names(graph, names)
+    last_bound = _version_names(graph, [leaf.name for leaf in leaves] + list(names))
     graph.meta.update(
-        fname=function_name(fn), arg_names=names, loc=function_loc(fn),
-        arg_kinds=[isinstance(a, Tracer) for a in traced_args], static_args=[
-            None if isinstance(a, Tracer) else a for a in traced_args],
-        values=trace.values, result_structure=_structure(result),
+        fname=function_name(fn), arg_names=names, loc=function_loc(fn), leaves=leaves,
+        arg_trees=trees, out_tree=out_tree, values=trace.values, last_bound=last_bound,
         captured={inner.ref.node: outer for outer, inner in trace.captured.values()})
     return graph
 
 
-def _version_names(graph: Graph, params) -> None:
+def _version_names(graph: Graph, params) -> dict[str, Node]:
     """Give every named forward value a unique name in program order: a loop's ``h`` becomes
-    ``h``, ``h_1``, ``h_2`` ... so its adjoints can be ``grad_h``, ``grad_h_1`` ..."""
+    ``h``, ``h_1``, ``h_2`` ... so its adjoints can be ``grad_h``, ``grad_h_1`` ...
+    Returns the last node bound to each of the user's names."""
     taken = set(params)
     versions: dict[str, int] = {}
+    last_bound: dict[str, Node] = {}
     for node in graph.nodes:
         if node.role != "fwd" or not node.name:
             continue
@@ -155,21 +200,11 @@ def _version_names(graph: Graph, params) -> None:
         versions[base] = n
         taken.add(name)
         node.name = name
+        last_bound[base] = node
     for ref in graph.outputs[:1]:
         if ref.node.role == "fwd" and ref.node.name is None and "out" not in taken:
             ref.node.name = "out"
-
-
-def _flatten_output(result):
-    if isinstance(result, tuple | list):
-        return list(result)
-    return [result]
-
-
-def _structure(result):
-    if isinstance(result, tuple | list):
-        return (type(result), len(result))
-    return None
+    return last_bound
 
 
 def _output_ref(trace: Trace, value):

@@ -1,0 +1,352 @@
+"""One request, end to end: trace -> reverse -> optimize -> emit, for a gradient or a vjp."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import __version__
+from .emit import FunctionSpec, emit_module
+from .errors import GradgenError, NonScalarOutput
+from .ir import Graph, Node, Ref, aval_of
+from .ops import OPS
+from .ops.core import literal
+from .optimize import optimize
+from .pytree import LEAF, TreeDef, format_structure
+from .reverse import reverse
+from .tracing import Leaf, flatten_arguments, function_loc, parameter_names, trace_function
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to build: the gradient w.r.t. ``argnums`` (a tuple of them when ``as_tuple``),
+    optionally with the adjoints of named intermediates; or, with ``vjp``, a pullback."""
+
+    argnums: tuple[int, ...] = (0,)
+    as_tuple: bool = False
+    intermediates: tuple[str, ...] = ()
+    vjp: bool = False
+
+
+@dataclass
+class Built:
+    """A traced, differentiated, optimized and emitted function for one guard path."""
+
+    source: str
+    forward: Graph
+    joint: Graph  # optimized; outputs: values, then gradients (then intermediates' adjoints)
+    fname: str
+    request: Request
+    wrt: list[int]  # leaf indices differentiated, in output order
+    # How joint's outputs make the result: (TreeDef, items), items indexing joint.outputs.
+    returns: tuple = ()
+
+
+# --- arguments -----------------------------------------------------------------------------
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype}"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _leaf_label(leaf: Leaf, names) -> str:
+    root = names[leaf.arg]
+    return root + "".join(f"[{k!r}]" for k in leaf.path)
+
+
+def check_differentiable(fn, args, argnums) -> None:
+    """Every leaf of every argument in argnums must be a float or a float array."""
+    names = parameter_names(fn, len(args))
+    for i in argnums:
+        if not -len(args) <= i < len(args):
+            raise GradgenError(
+                f"argnums includes {i} but {getattr(fn, '__name__', 'f')} was called with "
+                f"{len(args)} argument{'s' if len(args) != 1 else ''}", function_loc(fn))
+    leaves, _ = flatten_arguments(args, names)
+    wanted = {a % len(args) for a in argnums}
+    for leaf in leaves:
+        if leaf.arg not in wanted:
+            continue
+        kind = aval_of(leaf.value).dtype.kind if leaf.numeric else None
+        if kind != "f":
+            label = _leaf_label(leaf, names)
+            raise GradgenError(
+                f"cannot differentiate with respect to {label!r} (argument {leaf.arg}): it is "
+                f"{_describe(leaf.value)}", function_loc(fn),
+                "gradgen differentiates floats and float arrays; pass e.g. 2.0 instead of 2, "
+                "or leave the argument out of argnums")
+
+
+def _check_scalar_output(graph: Graph, fn) -> None:
+    tree = graph.meta["out_tree"]
+    if tree is not LEAF:
+        raise NonScalarOutput(
+            f"{graph.meta['fname']} returned a {tree.kind} of {tree.num_leaves} values; grad "
+            "needs a single scalar", function_loc(fn),
+            "return one number, or use gradgen.vjp for several outputs")
+    out = graph.outputs[0]
+    aval = out.aval
+    if aval.size != 1:
+        raise NonScalarOutput(
+            f"{graph.meta['fname']} returned a value of shape {aval.shape}, not a scalar",
+            out.node.loc or function_loc(fn),
+            "grad needs a scalar output: reduce it (e.g. np.sum) or use gradgen.vjp")
+    if not aval.is_float:
+        raise NonScalarOutput(
+            f"{graph.meta['fname']} returned {aval}, not a float: it has no gradient",
+            out.node.loc or function_loc(fn))
+
+
+# --- the module header -----------------------------------------------------------------------
+
+
+def signature_text(names, args) -> str:
+    parts = []
+    for name, value in zip(names, args, strict=True):
+        try:
+            parts.append(f"{name}: {aval_of(value)}")
+        except TypeError:
+            parts.append(f"{name}={_short_repr(value)}")
+    return "(" + ", ".join(parts) + ")"
+
+
+def _short_repr(value) -> str:
+    if isinstance(value, dict | list | tuple):
+        from .pytree import flatten
+
+        leaves, tree = flatten(value)
+        texts = []
+        for leaf in leaves:
+            try:
+                texts.append(str(aval_of(leaf)))
+            except TypeError:
+                texts.append(repr(leaf))
+        return format_structure(tree, texts).replace('"', "'")
+    return repr(value)
+
+
+def display_path(fn) -> str:
+    loc = function_loc(fn)
+    if loc is None:
+        return "<unknown>"
+    path = loc.file
+    if path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return os.path.basename(path) if rel.startswith("..") else rel
+
+
+def source_hash(fn) -> str:
+    """A short hash of the function's source text, so a generated file can tell it is stale."""
+    try:
+        text = inspect.getsource(inspect.unwrap(fn))
+    except (OSError, TypeError):
+        return "unavailable (no source)"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _regenerate_line(fn, fname, args, request: Request, command) -> str:
+    if command:
+        return f"# Regenerate: {command}"
+    texts = []
+    for value in args:
+        if not isinstance(value, float | int | np.ndarray) or np.size(value) > 6:
+            texts = None
+            break
+        texts.append(literal(value).text)
+    if texts is not None:
+        tup = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+        extra = "" if request.argnums == (0,) else (
+            f" --argnums {','.join(map(str, request.argnums))}")
+        extra += " --vjp" if request.vjp else ""
+        line = f'# Regenerate: gradgen emit {display_path(fn)}:{fname} --args "{tup}"{extra}'
+        if len(line) <= 100:
+            return line
+    return f"# Regenerate: gradgen.emit({fname}, *args) with arguments of this signature"
+
+
+# --- build ---------------------------------------------------------------------------------
+
+
+def _add_cotangent_inputs(graph: Graph) -> list[Ref]:
+    """Inputs for the cotangent of each output (vjp): named grad_<output>, valued 1."""
+    refs = []
+    values = graph.meta["values"]
+    first_index = len(graph.meta["leaves"])
+    for k, out in enumerate(graph.outputs):
+        aval = out.aval
+        base = out.node.name or ("out" if len(graph.outputs) == 1 else f"out_{k}")
+        node = Node(OPS["input"], (), {"index": first_index + k}, (aval,), None,
+                    f"grad_{base}", "input")
+        values[node] = np.ones(aval.shape, aval.dtype)[()] if aval.py is None else aval.py(1)
+        graph.nodes.insert(0, node)
+        graph.inputs.append(node)
+        refs.append(node.out)
+    return refs
+
+
+def build(fn, args, request: Request, command: str | None = None,
+          annotate: bool = False) -> Built:
+    """Trace ``fn`` at ``args``, differentiate, optimize and emit the module text."""
+    if request.vjp:
+        argnums = tuple(range(len(args)))
+    else:
+        check_differentiable(fn, args, request.argnums)
+        argnums = tuple(a % len(args) for a in request.argnums)
+    forward = trace_function(fn, args)
+    leaves: list[Leaf] = forward.meta["leaves"]
+    if not request.vjp:
+        _check_scalar_output(forward, fn)
+    positions = {n.attrs["index"]: i for i, n in enumerate(forward.inputs)}
+    wrt = [k for k, leaf in enumerate(leaves) if leaf.arg in argnums and leaf.numeric
+           and aval_of(leaf.value).dtype.kind == "f"]
+    n_out = len(forward.outputs)
+    if request.vjp:
+        cotangents = _add_cotangent_inputs(forward)
+        positions = {n.attrs["index"]: i for i, n in enumerate(forward.inputs)}
+        joint = reverse(forward, [positions[k] for k in wrt], range(n_out), cotangents)
+    else:
+        joint = reverse(forward, [positions[k] for k in wrt])
+    outputs = list(joint.outputs)
+    names_wanted = _intermediate_refs(forward, joint, request.intermediates, fn)
+    outputs += names_wanted
+    full = optimize(joint.with_nodes(joint.nodes, outputs))
+
+    fname = forward.meta["fname"]
+    names = forward.meta["arg_names"]
+    trees: list[TreeDef] = forward.meta["arg_trees"]
+    values = joint.meta["values"]
+    input_names = {leaf_index: leaf.name for leaf_index, leaf in enumerate(leaves)}
+    unpack = {leaf_index: _access(names[leaf.arg], leaf.path)
+              for leaf_index, leaf in enumerate(leaves) if trees[leaf.arg] is not LEAF}
+    grad_index = {k: n_out + j for j, k in enumerate(wrt)}
+    convert = _conversions(leaves, wrt, joint, values, n_out)
+
+    def grads_of(arg: int) -> tuple[TreeDef, list]:
+        tree = trees[arg]
+        items = []
+        for k, leaf in enumerate(leaves):
+            if leaf.arg == arg:
+                items.append(grad_index.get(k, "None"))
+        return tree, items
+
+    sig = signature_text(names, args)
+    sig_inner = sig[1:-1]
+    specs = []
+    if request.vjp:
+        out_tree = forward.meta["out_tree"]
+        cot_names = {len(leaves) + k: n.name for k, n in enumerate(forward.inputs[-n_out:])}
+        cot_unpack = {}
+        if out_tree is not LEAF:
+            from .pytree import leaf_paths
+
+            for k, path in enumerate(leaf_paths(out_tree)):
+                cot_unpack[len(leaves) + k] = _access("cotangent", path)
+        else:
+            cot_names[len(leaves)] = "cotangent"
+        returns = TreeDef("tuple", (), (out_tree, TreeDef("tuple", (), tuple(
+            trees[a] if any(leaf.arg == a and k in grad_index for k, leaf in enumerate(leaves))
+            else LEAF for a in range(len(args))))))
+        items = list(range(n_out))
+        for a in range(len(args)):
+            _, arg_items = grads_of(a)
+            items += arg_items if any(i != "None" for i in arg_items) else ["None"]
+        returns_full = (returns, items)
+        specs.append(FunctionSpec(
+            f"{fname}_vjp", [*names, "cotangent"], full, returns_full,
+            f"Return ({fname}({', '.join(names)}), vjp) for {sig_inner}: the outputs and, "
+            "for the cotangent of the outputs, one gradient per argument.",
+            _output_name(forward), convert, annotate, {**input_names, **cot_names},
+            {**unpack, **cot_unpack}))
+    else:
+        d_of = [f"d{fname}/d{names[a]}" for a in argnums]
+        grads_text = f"({', '.join(d_of)})" if request.as_tuple else d_of[0]
+        grad_trees = [grads_of(a) for a in argnums]
+        if request.as_tuple:
+            grad_tree = TreeDef("tuple", (), tuple(t for t, _ in grad_trees))
+            grad_items = [i for _, items in grad_trees for i in items]
+        else:
+            grad_tree, grad_items = grad_trees[0]
+        if request.intermediates:
+            extra = TreeDef("dict", request.intermediates, tuple(LEAF for _ in names_wanted))
+            first = len(joint.outputs)
+            grad_tree = TreeDef("tuple", (), (grad_tree, extra))
+            grad_items = grad_items + list(range(first, first + len(names_wanted)))
+            grads_text += f" and the adjoints of {', '.join(request.intermediates)}"
+        g_only = optimize(full.with_nodes(full.nodes, full.outputs[1:]))
+        shifted = [i - 1 if isinstance(i, int) else i for i in grad_items]
+        specs.append(FunctionSpec(
+            f"{fname}_grad", list(names), g_only, (grad_tree, shifted),
+            f"Return {grads_text} for {sig_inner}.", _output_name(forward),
+            {k - 1: v for k, v in convert.items()}, annotate, input_names, unpack))
+        call_text = f"{fname}({', '.join(names)})"
+        returns_full = (TreeDef("tuple", (), (LEAF, grad_tree)), [0, *grad_items])
+        specs.append(FunctionSpec(
+            f"{fname}_value_and_grad", list(names), full, returns_full,
+            f"Return ({call_text}, {grads_text}) for {sig_inner}.", _output_name(forward),
+            convert, annotate, input_names, unpack))
+    header = [
+        (f"# Code generated by gradgen {__version__} from {display_path(fn)}:{fname} for "
+         f"{sig}. DO NOT EDIT."),
+        _regenerate_line(fn, fname, args, request, command),
+        f"# Source sha256: {source_hash(fn)}",
+    ]
+    source = emit_module(header, specs)
+    return Built(source, forward, full, fname, request, wrt, returns_full)
+
+
+def _output_name(forward: Graph) -> str:
+    return forward.outputs[0].node.name or "out" if forward.outputs else "out"
+
+
+def _access(root: str, path: tuple) -> str:
+    from .pytree import access_text
+
+    return access_text(root, path)
+
+
+def _conversions(leaves, wrt, joint, values, n_out) -> dict[int, str]:
+    """Wrap gradients so each has its argument's type: float for a Python float, an ndarray
+    for a 0-d array."""
+    convert = {}
+    for j, k in enumerate(wrt):
+        value = leaves[k].value
+        g_value = values.get(joint.outputs[n_out + j].node)
+        if type(value) is float and type(g_value) is not float:
+            convert[n_out + j] = "float"
+        elif isinstance(value, np.ndarray) and not isinstance(g_value, np.ndarray):
+            convert[n_out + j] = "np.asarray"
+    return convert
+
+
+def _intermediate_refs(forward: Graph, joint: Graph, wanted, fn) -> list[Ref]:
+    """The adjoint of the last value bound to each requested name (zeros if it has none)."""
+    if not wanted:
+        return []
+    last_bound = forward.meta["last_bound"]
+    adjoints = joint.meta.get("adjoints", {})
+    refs = []
+    for name in wanted:
+        node = last_bound.get(name)
+        if node is None:
+            known = ", ".join(sorted(last_bound)) or "none"
+            raise GradgenError(
+                f"{forward.meta['fname']} has no intermediate value named {name!r} on the traced "
+                f"path (named values: {known})", function_loc(fn))
+        ref = adjoints.get(node)
+        if ref is None:
+            from .reverse import zeros_ref
+
+            ref = zeros_ref(joint, node)
+        refs.append(ref)
+    return refs
