@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 from . import ops  # noqa: F401  (registers the rule table)
-from .api import emit, grad, trace, value_and_grad, vjp
+from .api import emit, grad, hessian, jacobian, trace, value_and_grad, vjp
 from .errors import (
     GradgenError,
     GradientMismatch,
@@ -23,6 +23,8 @@ __all__ = [
     "__version__",
     "emit",
     "grad",
+    "hessian",
+    "jacobian",
     "trace",
     "value_and_grad",
     "vjp",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .build import Built, Request, build
+from .build import Built, Request, build, build_jacobian
 from .compile import load_module
 from .errors import GradgenError
 from .ir import Graph, Node
@@ -91,10 +91,12 @@ class GradFunction:
     """What ``grad`` and ``value_and_grad`` return: compiled code per input signature and
     guard path, retraced when a call leaves every path seen so far."""
 
-    def __init__(self, fn, argnums=0, with_value=False, intermediates=()):
+    def __init__(self, fn, argnums=0, with_value=False, intermediates=(), kind=None):
         self.fn = fn
         self.argnums, self.as_tuple = _normalize_argnums(argnums)
         self.with_value = with_value
+        # which emitted function this callable runs: grad, value_and_grad, jacobian, hessian
+        self.kind = kind or ("value_and_grad" if with_value else "grad")
         if isinstance(intermediates, str):
             intermediates = (intermediates,)
         self.request = Request(self.argnums, self.as_tuple, tuple(intermediates))
@@ -132,18 +134,25 @@ class GradFunction:
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
                 "the function is not deterministic", function_loc(self.fn)) from None
 
+    def _build(self, args) -> Built:
+        if self.kind in ("jacobian", "hessian"):
+            return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")
+        return build(self.fn, args, self.request)
+
     def _compile(self, args) -> _Path:
-        built = build(self.fn, args, self.request)
+        built = self._build(args)
         namespace = load_module(built.source, built.fname)
-        suffix = "_value_and_grad" if self.with_value else "_grad"
         guard = namespace.get("GuardFailure", _NeverRaised)
-        return _Path(namespace[built.fname + suffix], guard, built)
+        return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built)
 
     def _inline(self, args):
         """Called on tracers (grad of grad): differentiate at the concrete values, then replay
         the joint graph on the tracers, so an outer trace records the backward as ops."""
-        built = build(self.fn, _concrete(args), self.request)
-        value, grads = inline_result(built, args)
+        built = self._build(_concrete(args))
+        result = inline_result(built, args)
+        if self.kind in ("jacobian", "hessian"):
+            return result
+        value, grads = result
         return (value, grads) if self.with_value else grads
 
 
@@ -324,3 +333,15 @@ def _forward_only(graph: Graph) -> Graph:
     """The forward graph without the cotangent inputs vjp added to it."""
     return graph.with_nodes([n for n in graph.nodes if n.role != "input" or
                              n.attrs["index"] >= 0], graph.outputs)
+
+
+def jacobian(fn, argnums=0):
+    """The Jacobian of ``fn`` (JAX's convention: output shape, then input shape), by reverse
+    mode: one backward pass per output element, emitted as one flat function."""
+    return GradFunction(fn, argnums, kind="jacobian")
+
+
+def hessian(fn, argnums=0):
+    """The Hessian of a scalar ``fn``: the Jacobian of its gradient, by reverse mode over the
+    backward graph (never finite differences). A float for a float argument."""
+    return GradFunction(fn, argnums, kind="hessian")

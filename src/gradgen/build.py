@@ -164,7 +164,7 @@ def _regenerate_line(fn, fname, args, request: Request, command) -> str:
             texts = None
             break
         texts.append(literal(value).text)
-    if texts is not None:
+    if texts is not None and not display_path(fn).startswith("<"):
         tup = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
         extra = "" if request.argnums == (0,) else (
             f" --argnums {','.join(map(str, request.argnums))}")
@@ -316,13 +316,13 @@ def _access(root: str, path: tuple) -> str:
 
 
 def _conversions(leaves, wrt, joint, values, n_out) -> dict[int, str]:
-    """Wrap gradients so each has its argument's type: float for a Python float, an ndarray
-    for a 0-d array."""
+    """Wrap gradients so each has its argument's type: float for a Python float or a NumPy
+    float scalar (API.md), an ndarray for a 0-d array."""
     convert = {}
     for j, k in enumerate(wrt):
         value = leaves[k].value
         g_value = values.get(joint.outputs[n_out + j].node)
-        if type(value) is float and type(g_value) is not float:
+        if isinstance(value, float | np.floating) and type(g_value) is not float:
             convert[n_out + j] = "float"
         elif isinstance(value, np.ndarray) and not isinstance(g_value, np.ndarray):
             convert[n_out + j] = "np.asarray"
@@ -350,3 +350,121 @@ def _intermediate_refs(forward: Graph, joint: Graph, wanted, fn) -> list[Ref]:
             ref = zeros_ref(joint, node)
         refs.append(ref)
     return refs
+
+
+# --- Jacobians and Hessians: one reverse pass per output element, in one graph ------------------
+
+
+def _one_hot(aval, j: int):
+    if aval.py is not None:
+        return aval.py(1)
+    basis = np.zeros(aval.size, aval.dtype)
+    basis[j] = 1
+    return basis.reshape(aval.shape)[()]
+
+
+def build_jacobian(fn, args, request: Request, hessian: bool = False,
+                   command: str | None = None) -> Built:
+    """``<f>_jacobian`` (or ``<f>_hessian``, the Jacobian of the gradient): JAX's shapes,
+    output shape followed by input shape, built by reverse mode over the traced graph."""
+    from .ops.arrays import reshape
+    from .ops.index import stack
+    from .tracer import Trace, at_loc
+    from .tracing import function_name
+
+    check_differentiable(fn, args, request.argnums)
+    argnums = tuple(a % len(args) for a in request.argnums)
+    names = parameter_names(fn, len(args))
+    if hessian:
+        from .api import GradFunction
+
+        inner = GradFunction(fn, request.argnums if request.as_tuple else request.argnums[0])
+
+        def target(*a):
+            return inner(*a)
+
+        forward = trace_function(target, args, names)
+        forward.meta["fname"] = function_name(fn)
+        forward.meta["loc"] = function_loc(fn)
+    else:
+        forward = trace_function(fn, args, names)
+    leaves: list[Leaf] = forward.meta["leaves"]
+    trees = forward.meta["arg_trees"]
+    for a in argnums:
+        if trees[a] is not LEAF:
+            raise GradgenError(
+                f"jacobian/hessian with respect to a dict/list/tuple argument ({names[a]!r}) "
+                "is not supported yet", function_loc(fn), "pass a NumPy array")
+    wrt = [k for k, leaf in enumerate(leaves) if leaf.arg in argnums]
+    positions = {n.attrs["index"]: i for i, n in enumerate(forward.inputs)}
+    joint = forward
+    rows: dict[tuple[int, int], list[Ref]] = {}
+    for o, out in enumerate(forward.outputs):
+        if not out.aval.is_float:
+            raise NonScalarOutput(f"output {o} of {forward.meta['fname']} is {out.aval}, not "
+                                  "a float: it has no derivative", function_loc(fn))
+        for j in range(out.aval.size):
+            base = joint.with_nodes(joint.nodes, forward.outputs)
+            joint = reverse(base, [positions[k] for k in wrt], (o,), [_one_hot(out.aval, j)])
+            for n, k in enumerate(wrt):
+                rows.setdefault((o, k), []).append(joint.outputs[1 + n])
+
+    trace = Trace()
+    trace.nodes, trace.inputs = list(joint.nodes), list(joint.inputs)
+    trace.values = dict(joint.meta["values"])
+    results = []
+    with trace, at_loc(function_loc(fn)):
+        for o, out in enumerate(forward.outputs):
+            for k in wrt:
+                parts = [trace.tracer(r) for r in rows[(o, k)]]
+                in_shape = leaves[k].value.shape if isinstance(leaves[k].value,
+                                                               np.ndarray) else ()
+                if out.aval.shape == ():
+                    results.append(parts[0].ref)
+                    continue
+                stacked = stack(*parts, axis=0)
+                results.append(reshape(stacked, shape=out.aval.shape + tuple(in_shape)).ref)
+    graph = Graph(trace.nodes, trace.inputs, results, dict(joint.meta, values=trace.values))
+    full = optimize(graph)
+
+    fname = forward.meta["fname"]
+    kind = "hessian" if hessian else "jacobian"
+    per_output = [TreeDef("tuple", (), tuple(LEAF for _ in wrt)) if request.as_tuple else LEAF
+                  for _ in forward.outputs]
+    out_tree = forward.meta["out_tree"]
+    tree = _replace_leaves(out_tree, per_output)
+    items = list(range(len(results)))
+    convert = {}
+    for i, r in enumerate(results):
+        k = wrt[i % len(wrt)]
+        if type(leaves[k].value) is float and r.aval.shape == () and type(
+                trace.values.get(r.node)) is not float:
+            convert[i] = "float"
+    sig = signature_text(names, args)
+    what = "Hessian" if hessian else "Jacobian"
+    spec = FunctionSpec(
+        f"{fname}_{kind}", list(names), full, (tree, items),
+        f"Return the {what} of {fname} with respect to "
+        f"{', '.join(names[a] for a in argnums)} for {sig[1:-1]}.",
+        _output_name(forward), convert, False,
+        {k: leaf.name for k, leaf in enumerate(leaves)})
+    header = [
+        (f"# Code generated by gradgen {__version__} from {display_path(fn)}:{fname} for "
+         f"{sig}. DO NOT EDIT."),
+        f"# Regenerate: {command}" if command else
+        f"# Regenerate: gradgen.{kind}({fname}) with arguments of this signature",
+        f"# Source sha256: {source_hash(fn)}",
+    ]
+    source = emit_module(header, [spec])
+    return Built(source, forward, full, fname, request, wrt, (tree, items))
+
+
+def _replace_leaves(tree: TreeDef, replacements: list[TreeDef]) -> TreeDef:
+    it = iter(replacements)
+
+    def walk(node: TreeDef) -> TreeDef:
+        if node.kind == "leaf":
+            return next(it)
+        return TreeDef(node.kind, node.keys, tuple(walk(c) for c in node.children))
+
+    return walk(tree)

@@ -12,6 +12,7 @@ import numpy as np
 from .ir import Graph, Node
 from .naming import Namer, base_name
 from .ops.core import literal
+from .ops.index import SCATTER_HELPER
 from .ops.registry import Expr
 from .pytree import format_structure
 
@@ -43,6 +44,7 @@ class EmittedFunction:
     lines: list[str]
     guards: list[str]
     imports: set[str]
+    helpers: set[str] = field(default_factory=set)
 
 
 class ModuleConstants:
@@ -187,7 +189,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
-    return EmittedFunction(body, guards, imports)
+    helpers = {name for name in HELPERS if f"{name}(" in code}
+    return EmittedFunction(body, guards, imports, helpers)
 
 
 def string_literal(text: str) -> str:
@@ -219,6 +222,8 @@ def _converted(text: str, wrapper: str | None) -> str:
     return f"{wrapper}({text})" if wrapper else text
 
 
+HELPERS = {"_scatter": SCATTER_HELPER}  # small functions a module defines when it uses them
+
 GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
@@ -227,7 +232,8 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     constants = ModuleConstants()
     emitted = [emit_function(spec, constants) for spec in specs]
     imports = set().union(*(e.imports for e in emitted))
-    if constants.lines:
+    helpers = sorted(set().union(*(e.helpers for e in emitted)))
+    if constants.lines or helpers:
         imports.add("numpy")
     has_guards = any(e.guards for e in emitted)
     out: list[str] = list(header)
@@ -244,6 +250,8 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
         out += ["", *constants.lines]
     if has_guards:
         out += ["", "", GUARD_CLASS]
+    for name in helpers:
+        out += ["", "", HELPERS[name]]
     for spec, fn in zip(specs, emitted, strict=True):
         out += ["", "", f"def {spec.name}({', '.join(spec.params)}):"]
         out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]

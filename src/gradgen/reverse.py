@@ -64,8 +64,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if out_ref.node not in needed:
                 continue
             with at_loc(out_ref.node.loc):
-                seed = _make_seed(trace, out_ref) if cotangents is None else trace.tracer(
-                    cotangents[k])
+                if cotangents is None:
+                    seed = _make_seed(trace, out_ref)
+                elif isinstance(cotangents[k], Ref):
+                    seed = trace.tracer(cotangents[k])
+                else:  # a constant cotangent (one row of a Jacobian)
+                    seed = Tracer(trace, trace.const(cotangents[k]), cotangents[k])
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
         for node in reversed(graph.nodes):
             if node not in needed or node.op.name == "input" or node in done:
@@ -125,8 +129,20 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
         if rule is None:
             continue
         with at_loc(node.loc, (node.op, 0 if variadic else i)):
-            c = _fit(rule(g, ans, *ins, **node.attrs), r)
+            try:
+                c = _fit(rule(g, ans, *ins, **node.attrs), r)
+            except (ArithmeticError, ValueError) as e:  # evaluated at the traced values
+                raise _not_finite(node, e) from e
         contributions.setdefault(r, []).append((node.serial, c, node, 0 if variadic else i))
+
+
+def _not_finite(node: Node, error: Exception) -> GradgenError:
+    """The derivative of ``node`` cannot be evaluated at the traced input (1 / 0, log(-1))."""
+    statement = node.loc.text() if node.loc is not None else ""
+    where = f" of `{statement}`" if statement else f" of {node.op.name}"
+    return GradgenError(
+        f"computing the derivative{where} raised {type(error).__name__} ({error}); the "
+        "derivative is not finite at this input", node.loc)
 
 
 def _fit(c, ref: Ref):

@@ -1,17 +1,18 @@
 """The rule table, by family. Importing this package registers every op."""
 
-from . import arith, arrays, bindings, core, elementwise
+from . import arith, arrays, bindings, core, elementwise, index
 from .registry import BOUND, OPS, Domain, Op, defop
 
 __all__ = [
-           "BOUND",
-           "OPS",
-           "Domain",
-           "Op",
-           "arith",
-           "arrays",
-           "bindings",
-           "core",
-           "defop",
-           "elementwise",
+    "BOUND",
+    "OPS",
+    "Domain",
+    "Op",
+    "arith",
+    "arrays",
+    "bindings",
+    "core",
+    "defop",
+    "elementwise",
+    "index",
 ]
