@@ -8,8 +8,6 @@ import math
 import os
 import re
 import shlex
-import shutil
-import subprocess
 import sys
 import traceback
 
@@ -148,6 +146,10 @@ def regenerate_command(ns) -> str:
         parts += ["--arg", shlex.quote(spec)]
     if ns.argnums != "0":
         parts += ["--argnums", ns.argnums]
+    if getattr(ns, "vjp", False):
+        parts.append("--vjp")
+    if getattr(ns, "intermediates", None):
+        parts += ["--intermediates", ns.intermediates]
     if getattr(ns, "output", None):
         parts += ["-o", shlex.quote(ns.output)]
     return " ".join(parts)
@@ -156,12 +158,14 @@ def regenerate_command(ns) -> str:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def _generate(ns) -> str:
+def _generate(ns, annotate: bool = False) -> str:
     from .api import emit
 
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)
-    return emit(fn, *args, argnums=parse_argnums(ns.argnums), command=regenerate_command(ns))
+    intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
+    return emit(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
+                intermediates=intermediates, command=regenerate_command(ns), annotate=annotate)
 
 
 def cmd_emit(ns) -> int:
@@ -217,12 +221,7 @@ def _header_hash(text: str) -> str | None:
 
 
 def cmd_show(ns) -> int:
-    from .api import emit
-
-    fn = load_function(ns.target)
-    args = example_arguments(ns, fn)
-    source = emit(fn, *args, argnums=parse_argnums(ns.argnums), command=regenerate_command(ns),
-                  annotate=True)
+    source = _generate(ns, annotate=True)
     sys.stdout.write(_colour(source) if _use_colour() else source)
     return 0
 
@@ -268,35 +267,14 @@ def cmd_graph(ns) -> int:
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)
     graph = trace(fn, *args, backward=True, argnums=parse_argnums(ns.argnums))
-    dot_text = graph.to_dot()
-    if not ns.output:
-        sys.stdout.write(dot_text)
+    if ns.text:
+        sys.stdout.write(str(graph) + "\n")
         return 0
-    kind = os.path.splitext(ns.output)[1].lower().lstrip(".")
-    if kind == "dot" or kind == "gv":
-        return _write(ns.output, dot_text)
-    if kind not in ("svg", "png", "pdf"):
-        raise UserError(f"{ns.output}: the graph can be written as .dot, .svg, .png or .pdf")
-    dot = shutil.which("dot")
-    if dot is None:
-        raise UserError(f"writing {ns.output} needs Graphviz's `dot`, which is not installed "
-                        "(install the graphviz package, e.g. apt-get install graphviz); "
-                        "use -o graph.dot for the DOT text")
-    result = subprocess.run([dot, f"-T{kind}", "-o", ns.output], input=dot_text, text=True,
-                            capture_output=True, check=False)
-    if result.returncode != 0:
-        raise UserError(f"dot failed to write {ns.output}: {result.stderr.strip()}")
+    if not ns.output:
+        sys.stdout.write(graph.to_dot())
+        return 0
+    graph.render(ns.output)
     print(f"wrote {ns.output}", file=sys.stderr)
-    return 0
-
-
-def _write(path: str, text: str) -> int:
-    try:
-        with open(path, "w") as fh:
-            fh.write(text)
-    except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror}") from None
-    print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -330,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
         _add_target_arguments(p)
+        if name in ("emit", "show"):
+            p.add_argument("--vjp", action="store_true",
+                           help="emit FUNC_vjp(*args, cotangent) instead of FUNC_grad")
+            p.add_argument("--intermediates", metavar="NAMES",
+                           help="also return the adjoints of these named values: y,z")
         if name == "emit":
             p.add_argument("-o", "--output", help="write the module here instead of stdout")
             p.add_argument("--check", action="store_true",
@@ -339,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="overwrite the output even if gradgen did not generate it")
         if name == "graph":
             p.add_argument("-o", "--output", help="graph.dot, graph.svg or graph.png")
+            p.add_argument("--text", action="store_true",
+                           help="print the readable listing (as str(graph)) instead of DOT")
         p.set_defaults(run=run)
     return parser
 

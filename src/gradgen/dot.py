@@ -40,3 +40,30 @@ def graph_to_dot(graph: Graph) -> str:
             lines.append(f'  n{ref.node.serial} -> n{node.serial} [label="{ref.index}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def render(graph: Graph, path: str) -> str:
+    import os
+    import shutil
+    import subprocess
+
+    from .errors import GradgenError
+
+    text = graph_to_dot(graph)
+    kind = os.path.splitext(path)[1].lower().lstrip(".")
+    if kind in ("dot", "gv"):
+        with open(path, "w") as fh:
+            fh.write(text)
+        return path
+    if kind not in ("svg", "png", "pdf"):
+        raise GradgenError(f"{path}: a graph can be written as .dot, .svg, .png or .pdf")
+    dot = shutil.which("dot")
+    if dot is None:
+        raise GradgenError(
+            f"writing {path} needs Graphviz's `dot`, which is not installed",
+            hint="install the graphviz package (e.g. apt-get install graphviz), or write .dot")
+    result = subprocess.run([dot, f"-T{kind}", "-o", path], input=text, text=True,
+                            capture_output=True, check=False)
+    if result.returncode != 0:
+        raise GradgenError(f"dot failed to write {path}: {result.stderr.strip()}")
+    return path

@@ -113,6 +113,17 @@ class Node:
         # For a backward node: (forward op, input index) whose VJP rule created it.
         self.origin = origin
 
+    @property
+    def next_functions(self) -> tuple[tuple[Node, int], ...]:
+        """What this node reads: (producing node, output index) per input, like PyTorch's
+        ``grad_fn.next_functions`` (the output index is how a gradient finds its output)."""
+        return tuple((ref.node, ref.index) for ref in self.inputs)
+
+    @property
+    def is_leaf(self) -> bool:
+        """An argument of the traced function: where gradients end (PyTorch's AccumulateGrad)."""
+        return self.op.name == "input"
+
     def with_inputs(self, inputs) -> Node:
         """This node reading other inputs (same serial: it takes this node's place)."""
         return Node(self.op, inputs, self.attrs, self.avals, self.loc, self.name, self.role,
@@ -142,6 +153,26 @@ class Graph:
     def with_nodes(self, nodes, outputs, inputs=None) -> Graph:
         return Graph(list(nodes), list(self.inputs if inputs is None else inputs),
                      list(outputs), dict(self.meta))
+
+    @property
+    def leaves(self) -> list[Node]:
+        """The inputs: the nodes whose gradients a backward pass computes."""
+        return list(self.inputs)
+
+    def find(self, name: str) -> Node:
+        """The last node the user's code bound to ``name`` (or an adjoint like grad_y)."""
+        for node in reversed(self.nodes):
+            if node.name == name:
+                return node
+        raise KeyError(f"no node named {name!r} in this graph")
+
+    @property
+    def forward_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.role in ("fwd", "input")]
+
+    @property
+    def backward_nodes(self) -> list[Node]:
+        return [n for n in self.nodes if n.role == "bwd"]
 
     def uses(self) -> dict[Node, int]:
         """How many times each node's outputs are read (outputs of the graph count)."""
@@ -176,3 +207,10 @@ class Graph:
         from .dot import graph_to_dot
 
         return graph_to_dot(self)
+
+    def render(self, path: str) -> str:
+        """Write the graph drawing to ``path`` (.svg, .png, .pdf or .dot); needs Graphviz's
+        ``dot`` for the images. Returns the path."""
+        from .dot import render
+
+        return render(self, path)

@@ -6,6 +6,7 @@ import functools
 import linecache
 import os
 import sys
+import sysconfig
 from dataclasses import dataclass
 
 import libcst as cst
@@ -13,8 +14,14 @@ import numpy as np
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 _GRADGEN_DIR = os.path.dirname(os.path.abspath(__file__))
-# Frames inside these libraries are never "the user's line", even when they call our ops.
-_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep,)
+# Frames inside NumPy, the standard library and installed packages are never "the user's
+# line", even when they call our ops (and the line watcher never follows them).
+_LIBRARY_DIRS = tuple(sorted({
+    os.path.abspath(p) + os.sep
+    for p in (os.path.dirname(np.__file__), *(sysconfig.get_paths().get(k) for k in (
+        "stdlib", "platstdlib", "purelib", "platlib")))
+    if p
+}))
 
 
 @dataclass(frozen=True, slots=True)

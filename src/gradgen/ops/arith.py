@@ -7,7 +7,7 @@ import operator
 
 import numpy as np
 
-from ._sym import sp
+from ._sym import locally_constant_floor, sp
 from .elementwise import log, sign
 from .registry import (
     PREC_ADD,
@@ -82,7 +82,8 @@ def _abs_printer(node, args):
 # x % y = x - floor(x / y) * y: slope 1 in x and -floor(x / y) in y between the jumps.
 mod = defop("mod", operator.mod, infix("%", PREC_MUL),
             vjp=(lambda g, ans, x, y: g, lambda g, ans, x, y: -g * (x // y)),
-            sympy=lambda x, y: sp.Mod(x, y), domain=Domain(((0.3, 2.7), (1.1, 1.4))),
+            sympy=lambda x, y: x - y * locally_constant_floor(x / y),
+            domain=Domain(((0.3, 2.7), (1.1, 1.4))),
             rule_text=("d(u % v)/du = 1", "d(u % v)/dv = -(u // v)"), elementwise=True)
 
 # Locally constant ops: their derivative is zero wherever it exists.

@@ -7,7 +7,9 @@ import math
 import numpy as np
 
 from ..ir import Aval
-from .registry import PREC_UNARY, Expr, defop, method, sum_expr
+from .registry import PREC_UNARY, Domain, Expr, defop, method, sum_expr
+
+REALS = (-2.0, 2.0)
 
 
 def literal(value) -> Expr:
@@ -89,7 +91,8 @@ seed = defop("seed", lambda: None, _print_seed, nondiff=True)
 
 # The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
 adjoint = defop("adjoint", _identity, lambda node, args: args[0],
-                vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x)
+                vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x,
+                domain=Domain((REALS,), cases=((((3,),), {}), (("py",), {}))))
 
 
 def _print_add_n(node, args):
@@ -105,7 +108,10 @@ def _add_n(*xs, uses=()):
 
 # Every contribution to a reused value's adjoint, summed in one place (fused accumulation).
 add_n = defop("add_n", _add_n, _print_add_n, vjp=(lambda g, ans, *xs, uses=(): g,),
-              sympy=_add_n, extra={"variadic": True})
+              sympy=_add_n, extra={"variadic": True},
+              domain=Domain((REALS,), cases=((((3,), (3,), (3,)), {"uses": ()}),
+                                             (((2, 3), (2, 3)), {"uses": ()}),
+                                             (("py", "py"), {"uses": ()}))))
 
 
 def _copy(x):
@@ -114,7 +120,7 @@ def _copy(x):
 
 # A fresh array for a gradient that would otherwise alias an argument, a constant or a view.
 copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
-             sympy=lambda x: x)
+             sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)))
 
 
 def _cast(x, dtype):
@@ -136,4 +142,7 @@ def _cast_back(g, ans, x, dtype):
 
 # A dtype change, inserted by reverse mode where a contribution's dtype differs from its input.
 cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
+             domain=Domain((REALS,), cases=((((3,),), {"dtype": "float32"}),
+                                            (((3,),), {"dtype": "float64"}),
+                                            (((),), {"dtype": "float32"}))),
              rule_text=("the cotangent is cast back",))

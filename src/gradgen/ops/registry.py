@@ -51,7 +51,8 @@ Printer = Callable[[Any, Sequence[Expr]], Expr]  # (node, input exprs) -> Expr
 @dataclass(frozen=True, slots=True)
 class Domain:
     """Where a rule's tests sample each input: (low, high) per input, ``away_from`` points
-    excluded by a margin, and the shapes/attrs to try for array ops."""
+    excluded by a margin, and the shapes/attrs to try for array ops (a shape per input, or
+    "py" for a Python float)."""
 
     bounds: tuple[tuple[float, float], ...]
     away_from: tuple[float, ...] = ()
