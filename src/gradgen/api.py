@@ -85,13 +85,15 @@ class _Path:
     call: object
     guard_failure: type
     built: Built
+    non_finite: type
 
 
 class GradFunction:
     """What ``grad`` and ``value_and_grad`` return: compiled code per input signature and
     guard path, retraced when a call leaves every path seen so far."""
 
-    def __init__(self, fn, argnums=0, with_value=False, intermediates=(), kind=None):
+    def __init__(self, fn, argnums=0, with_value=False, intermediates=(), kind=None,
+                 check_finite=False):
         self.fn = fn
         self.argnums, self.as_tuple = _normalize_argnums(argnums)
         self.with_value = with_value
@@ -99,7 +101,8 @@ class GradFunction:
         self.kind = kind or ("value_and_grad" if with_value else "grad")
         if isinstance(intermediates, str):
             intermediates = (intermediates,)
-        self.request = Request(self.argnums, self.as_tuple, tuple(intermediates))
+        self.request = Request(self.argnums, self.as_tuple, tuple(intermediates),
+                               check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self.source: str | None = None
         functools.update_wrapper(self, fn, updated=())
@@ -115,6 +118,8 @@ class GradFunction:
                 result = path.call(*args)
             except path.guard_failure:
                 continue
+            except path.non_finite as e:
+                raise GradgenError(str(e)) from None
             except (ArithmeticError, ValueError) as e:
                 raise _runtime_error(e, path.built) from e
             if i:
@@ -127,6 +132,8 @@ class GradFunction:
         self.source = path.built.source
         try:
             return path.call(*args)
+        except path.non_finite as e:
+            raise GradgenError(str(e)) from None
         except (ArithmeticError, ValueError) as e:
             raise _runtime_error(e, path.built) from e
         except path.guard_failure as e:
@@ -143,7 +150,8 @@ class GradFunction:
         built = self._build(args)
         namespace = load_module(built.source, built.fname)
         guard = namespace.get("GuardFailure", _NeverRaised)
-        return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built)
+        non_finite = namespace.get("NonFiniteGradient", _NeverRaised)
+        return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built, non_finite)
 
     def _inline(self, args):
         """Called on tracers (grad of grad): differentiate at the concrete values, then replay
@@ -233,12 +241,15 @@ def replay(graph: Graph, by_input: dict[Node, object]) -> list:
     return [env[r.node] for r in graph.outputs]
 
 
-def grad(fn=None, argnums=0, *, intermediates=()):
+def grad(fn=None, argnums=0, *, intermediates=(), check_finite=False):
     """The gradient of a scalar function: ``gradgen.grad(f)(x)`` or ``@gradgen.grad``.
-    With ``intermediates=("y",)`` it returns ``(gradient, {"y": adjoint of y})``."""
+    With ``intermediates=("y",)`` it returns ``(gradient, {"y": adjoint of y})``; with
+    ``check_finite=True`` an inf or nan adjoint raises a GradgenError naming the source line
+    whose derivative produced it first."""
     if fn is None:
-        return lambda f: GradFunction(f, argnums, intermediates=intermediates)
-    return GradFunction(fn, argnums, intermediates=intermediates)
+        return lambda f: GradFunction(f, argnums, intermediates=intermediates,
+                                      check_finite=check_finite)
+    return GradFunction(fn, argnums, intermediates=intermediates, check_finite=check_finite)
 
 
 def value_and_grad(fn=None, argnums=0):
@@ -257,13 +268,13 @@ def trace(fn, *args, backward=False, argnums=0) -> Graph:
     return build(fn, args, Request(nums, as_tuple)).joint
 
 
-def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), command: str | None = None,
-         annotate: bool = False) -> str:
+def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,
+         command: str | None = None, annotate: bool = False) -> str:
     """The gradient module for ``fn`` at ``args``, as Python source text: ``<f>_grad`` and
     ``<f>_value_and_grad``, or with ``vjp=True`` ``<f>_vjp(*args, cotangent)``. With
     ``annotate``, each backward statement is commented with the derivative rules it applies."""
     nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp)
+    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
     return build(fn, args, request, command, annotate).source
 
 

@@ -150,6 +150,8 @@ def regenerate_command(ns) -> str:
         parts.append("--vjp")
     if getattr(ns, "intermediates", None):
         parts += ["--intermediates", ns.intermediates]
+    if getattr(ns, "check_finite", False):
+        parts.append("--check-finite")
     if getattr(ns, "output", None):
         parts += ["-o", shlex.quote(ns.output)]
     return " ".join(parts)
@@ -165,7 +167,8 @@ def _generate(ns, annotate: bool = False) -> str:
     args = example_arguments(ns, fn)
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
     return emit(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
-                intermediates=intermediates, command=regenerate_command(ns), annotate=annotate)
+                intermediates=intermediates, check_finite=ns.check_finite,
+                command=regenerate_command(ns), annotate=annotate)
 
 
 def cmd_emit(ns) -> int:
@@ -313,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="emit FUNC_vjp(*args, cotangent) instead of FUNC_grad")
             p.add_argument("--intermediates", metavar="NAMES",
                            help="also return the adjoints of these named values: y,z")
+            p.add_argument("--check-finite", action="store_true",
+                           help="raise NonFiniteGradient naming the source line whose "
+                           "derivative first produces inf or nan")
         if name == "emit":
             p.add_argument("-o", "--output", help="write the module here instead of stdout")
             p.add_argument("--check", action="store_true",

@@ -35,6 +35,7 @@ class FunctionSpec:
     output_name: str = "out"
     convert: dict[int, str] = field(default_factory=dict)  # output index -> wrapper call
     annotate: bool = False  # comment each backward statement with the rules it applies
+    check_finite: bool = False  # after each backward group, raise on inf/nan adjoints
     input_names: dict[int, str] = field(default_factory=dict)  # input index -> variable
     unpack: dict[int, str] = field(default_factory=dict)  # input index -> params["W1"]
 
@@ -45,6 +46,7 @@ class EmittedFunction:
     guards: list[str]
     imports: set[str]
     helpers: set[str] = field(default_factory=set)
+    classes: set[str] = field(default_factory=set)
 
 
 class ModuleConstants:
@@ -108,6 +110,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     guards: list[str] = []
     group_loc = None
     banner = None
+    finite = _FiniteChecks()
 
     for node in graph.nodes:
         op = node.op.name
@@ -133,7 +136,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 f"traced where {described}")
             guards.append(f"{cond.text} ({node.loc})" if node.loc else cond.text)
             body.append(f"if {test}:")
-            body.append(f"    raise GuardFailure({string_literal(message)})")
+            body.extend(raise_lines("GuardFailure", message, indent=8))
             code_parts.append(test)
             continue
         expr = node.op.printer(node, args)
@@ -157,6 +160,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         names[node] = name
         exprs[node] = Expr(name)
         sizes[node] = 0
+        if spec.check_finite and node.role == "bwd" and op != "seed":
+            finite.step(node, name, body, code_parts)
         statement = _assignment(name, expr)
         code_parts.append(expr.text)
         if spec.annotate and applied:
@@ -179,6 +184,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             statement += f"  # {_short_loc(node)}"
         body.append(statement)
 
+    if spec.check_finite:
+        finite.flush(body, code_parts)
     texts = [_converted(exprs[r.node].text, spec.convert.get(i))
              for i, r in enumerate(graph.outputs)]
     tree, items = spec.returns
@@ -190,7 +197,56 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     code = "\n".join(code_parts + constants.lines)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     helpers = {name for name in HELPERS if f"{name}(" in code}
-    return EmittedFunction(body, guards, imports, helpers)
+    classes = {"NonFiniteGradient"} if finite.used else set()
+    return EmittedFunction(body, guards, imports, helpers, classes)
+
+
+class _FiniteChecks:
+    """check_finite: the adjoints of one backward group are checked when the group ends, and
+    the first non-finite one names the user's line whose derivative produced it."""
+
+    def __init__(self):
+        self.loc = None
+        self.names: list[tuple[str, Node]] = []
+        self.used = False
+
+    def step(self, node: Node, name: str, body: list[str], code_parts: list[str]) -> None:
+        if self.names and node.loc != self.loc:
+            self.flush(body, code_parts)
+        self.loc = node.loc
+        self.names.append((name, node))
+
+    def flush(self, body: list[str], code_parts: list[str]) -> None:
+        if not self.names:
+            return
+        tests = [f"math.isfinite({n})" if node.aval.py is not None and node.aval.is_float
+                 else f"np.isfinite({n}).all()" for n, node in self.names]
+        where = f"{self.loc}: " if self.loc is not None else ""
+        text = self.loc.text() if self.loc is not None else ""
+        what = f"the derivative of `{text}`" if text else "the derivative of this line"
+        names = ", ".join(n for n, _ in self.names)
+        message = f"{where}{what} is not finite at this input ({names})"
+        test = " and ".join(tests)
+        line = f"if not ({test}):" if len(tests) > 1 else f"if not {test}:"
+        if len(line) + 4 > LINE_LIMIT and len(tests) > 1:  # one test per line, as ruff does
+            line = "if not (\n    " + "\n    and ".join(tests) + "\n):"
+        body.append(line)
+        body.extend(raise_lines("NonFiniteGradient", message, indent=8))
+        code_parts.append(test)
+        self.names = []
+        self.used = True
+
+
+def raise_lines(cls: str, message: str, indent: int) -> list[str]:
+    """``raise cls("message")`` inside an if block (relative indent 4), wrapped over lines the
+    way ruff format leaves it when it does not fit in LINE_LIMIT columns at ``indent``."""
+    one = f"    raise {cls}({string_literal(message)})"
+    if indent - 4 + len(one) <= LINE_LIMIT:
+        return [one]
+    width = LINE_LIMIT - indent - 4 - 2
+    chunks = textwrap.wrap(message, width, drop_whitespace=False, break_long_words=True,
+                           break_on_hyphens=False)
+    return [f"    raise {cls}(", *(f"        {string_literal(c)}" for c in chunks), "    )"]
 
 
 def string_literal(text: str) -> str:
@@ -224,6 +280,9 @@ def _converted(text: str, wrapper: str | None) -> str:
 
 HELPERS = {"_scatter": SCATTER_HELPER}  # small functions a module defines when it uses them
 
+NON_FINITE_CLASS = '''class NonFiniteGradient(ArithmeticError):
+    """Raised when a backward step produces inf or nan; names the line it differentiates."""'''
+
 GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
@@ -250,6 +309,8 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
         out += ["", *constants.lines]
     if has_guards:
         out += ["", "", GUARD_CLASS]
+    if any(e.classes for e in emitted):
+        out += ["", "", NON_FINITE_CLASS]
     for name in helpers:
         out += ["", "", HELPERS[name]]
     for spec, fn in zip(specs, emitted, strict=True):
