@@ -12,6 +12,7 @@ import numpy as np
 from .errors import GradgenError, GradientMismatch
 from .ir import Graph, Node
 from .ops._sym import sp
+from .pytree import flatten, unflatten
 
 SYMBOLIC_SIZE_LIMIT = 64  # input elements per argument replayed as sympy symbols
 PROOF_NODE_LIMIT = 60  # graph nodes under which a symbolic proof is attempted
@@ -113,7 +114,8 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
           seed: int = 0, prove_seconds: float = 2.0) -> CheckReport:
     """Compare the generated gradient with sympy's derivative of the traced graph at ``args``
     and at ``points`` nearby points on the same guard path (finite differences along random
-    directions for arguments with more than SYMBOLIC_SIZE_LIMIT elements)."""
+    directions for arguments with more than SYMBOLIC_SIZE_LIMIT elements). Raises
+    GradientMismatch naming the worst entry and the op or Function whose rule disagrees."""
     from .api import _normalize_argnums
     from .build import Request, build
     from .compile import load_module
@@ -124,58 +126,60 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     grad_fn = namespace[f"{built.fname}_grad"]
     guard_failure = namespace.get("GuardFailure", ())
     forward = built.forward
-    names = forward.meta["arg_names"]
-    nums = tuple(a % len(args) for a in nums)
+    leaves = forward.meta["leaves"]
     by_index = {n.attrs["index"]: n for n in forward.inputs}
+    nums = tuple(a % len(args) for a in nums)
+    # the gradient leaves come back in argnums order, each argument's leaves in order
+    order = [k for a in nums for k, leaf in enumerate(leaves) if k in built.wrt and leaf.arg == a]
 
-    symbols: dict[int, object] = {}
-    for a in nums:
-        if np.size(args[a]) <= SYMBOLIC_SIZE_LIMIT:
-            symbols[a] = _symbols_for(names[a], args[a])
+    symbols = {k: _symbols_for(leaves[k].name, leaves[k].value) for k in order
+               if np.size(leaves[k].value) <= SYMBOLIC_SIZE_LIMIT}
     out_expr = None
     if symbols:
-        env = symbolic_values(forward, {by_index[a]: s for a, s in symbols.items()})
+        env = symbolic_values(forward, {by_index[k]: s for k, s in symbols.items()})
         out_expr = env[forward.outputs[0].node]
         if isinstance(out_expr, np.ndarray):
             out_expr = out_expr.reshape(-1)[0]
     rng = np.random.default_rng(seed)
-    samples = [args] + _nearby_points(args, nums, points, rng, grad_fn, guard_failure)
+    base = [leaf.value for leaf in leaves]
+    samples = [base] + _nearby_points(base, order, points, rng, _caller(grad_fn, forward),
+                                      guard_failure)
+    call = _caller(grad_fn, forward)
+    results = [flatten(call(point))[0] for point in samples]
+    sym_order = sorted(symbols)
 
     report = CheckReport(built.fname)
     worst = (0.0, None)
-    for k, a in enumerate(nums):
+    for position, k in enumerate(order):
         errors_abs, errors_rel = [], []
-        if a in symbols:
-            flat_syms = list(np.ravel(symbols[a])) if np.ndim(args[a]) else [symbols[a]]
-            derivs = [sp.diff(out_expr, s) for s in flat_syms]
-            all_syms = [s for b in sorted(symbols) for s in np.ravel(symbols[b])]
+        method = "sympy" if k in symbols else "finite differences"
+        if k in symbols:
+            derivs = [sp.diff(out_expr, s) for s in np.ravel(symbols[k])]
+            all_syms = [s for j in sym_order for s in np.ravel(symbols[j])]
             fns = sp.lambdify(all_syms, derivs, modules=["numpy", "math"])
-            method = "sympy"
-        for point in samples:
-            got = _as_tuple(grad_fn(*point), as_tuple)[k]
-            if a in symbols:
-                sym_args = [float(v) for b in sorted(symbols) for v in np.ravel(point[b])]
-                want = np.reshape(np.array(fns(*sym_args), dtype=float), np.shape(args[a]))
+        for point, result in zip(samples, results, strict=True):
+            got = np.asarray(result[position], dtype=float)
+            if k in symbols:
+                sym_args = [float(v) for j in sym_order for v in np.ravel(point[j])]
+                want = np.reshape(np.array(fns(*sym_args), dtype=float), got.shape)
+                diff = np.abs(got - want)
+                errors_abs.append(float(np.max(diff)) if diff.size else 0.0)
+                scale = float(np.max(np.abs(want))) if want.size else 0.0
             else:
-                method = "finite differences"
-                want = None
-                abs_err, scale = _directional_error(fn, point, a, got, rng)
+                abs_err, scale = _directional_error(fn, forward, point, k, got, rng)
                 errors_abs.append(abs_err)
-                errors_rel.append(abs_err / max(scale, 1e-300))
-                continue
-            diff = np.abs(np.asarray(got, dtype=float) - want)
-            errors_abs.append(float(np.max(diff)) if diff.size else 0.0)
-            scale = float(np.max(np.abs(want))) if np.size(want) else 0.0
             errors_rel.append(errors_abs[-1] / max(scale, 1e-300))
         max_abs, max_rel = max(errors_abs), max(errors_rel)
         tolerance_rel = rtol if method != "finite differences" else max(rtol, 1e-5)
         bad = max_abs > atol and max_rel > tolerance_rel
-        small = a in symbols and len(forward.nodes) <= PROOF_NODE_LIMIT
-        if not bad and small and _prove(built.joint, symbols, derivs, k, prove_seconds):
+        small = k in symbols and len(forward.nodes) <= PROOF_NODE_LIMIT
+        if not bad and small and _prove(built.joint, symbols, derivs, built.wrt.index(k),
+                                        prove_seconds):
             method = "proved"
-        report.results.append(ArgumentResult(names[a], method, max_abs, max_rel, len(samples)))
+        name = leaves[k].name
+        report.results.append(ArgumentResult(name, method, max_abs, max_rel, len(samples)))
         if bad and max_rel > worst[0]:
-            worst = (max_rel, (names[a], max_abs, max_rel))
+            worst = (max_rel, (name, max_abs, max_rel))
     if worst[1] is not None:
         name, max_abs, max_rel = worst[1]
         culprit = localize(forward, rtol=max(rtol, 1e-6))
@@ -190,48 +194,63 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     return report
 
 
-def _as_tuple(result, as_tuple):
-    return result if as_tuple else (result,)
+def _caller(grad_fn, forward):
+    """Call the emitted gradient with a flat list of leaf values."""
+    trees = forward.meta["arg_trees"]
+
+    def call(leaf_values):
+        return grad_fn(*_rebuild(trees, leaf_values))
+
+    return call
 
 
-def _nearby_points(args, nums, count, rng, grad_fn, guard_failure):
-    """Points near ``args`` that stay on the traced guard path."""
+def _rebuild(trees, leaf_values):
+    args, start = [], 0
+    for tree in trees:
+        args.append(unflatten(tree, leaf_values[start:start + tree.num_leaves]))
+        start += tree.num_leaves
+    return args
+
+
+def _nearby_points(base, order, count, rng, call, guard_failure):
+    """Leaf values near ``base`` that stay on the traced guard path."""
     out = []
     tries = 0
     while len(out) < count and tries < count * 8:
         tries += 1
         scale = 1e-2 / (1 + tries // count)
-        point = list(args)
-        for a in nums:
-            value = args[a]
+        point = list(base)
+        for k in order:
+            value = base[k]
             noise = rng.normal(size=np.shape(value)) * scale * (1 + np.abs(value))
             moved = np.asarray(value) + noise
-            point[a] = float(moved) if isinstance(value, float) else moved.astype(
+            point[k] = float(moved) if isinstance(value, float) else moved.astype(
                 np.asarray(value).dtype)
         try:
-            grad_fn(*point)
+            call(point)
         except guard_failure:
             continue
         except (ArithmeticError, ValueError):
             continue
-        out.append(tuple(point))
+        out.append(point)
     return out
 
 
-def _directional_error(fn, point, a, got, rng):
+def _directional_error(fn, forward, point, k, got, rng):
     """|grad . v - (f(x + hv) - f(x - hv)) / 2h| along a random unit direction v."""
-    x = np.asarray(point[a], dtype=float)
+    x = np.asarray(point[k], dtype=float)
     v = rng.normal(size=x.shape)
     v /= np.linalg.norm(v) or 1.0
     h = 1e-6 * (1 + float(np.max(np.abs(x))))
+    trees = forward.meta["arg_trees"]
 
     def at(t):
         moved = list(point)
-        moved[a] = (x + t * v).astype(np.asarray(point[a]).dtype)
-        return float(np.sum(fn(*moved)))
+        moved[k] = (x + t * v).astype(np.asarray(point[k]).dtype)
+        return float(np.sum(fn(*_rebuild(trees, moved))))
 
     numeric = (at(h) - at(-h)) / (2 * h)
-    analytic = float(np.sum(np.asarray(got, dtype=float) * v))
+    analytic = float(np.sum(got * v))
     return abs(analytic - numeric), max(abs(numeric), abs(analytic))
 
 
@@ -239,7 +258,7 @@ class _Timeout(Exception):
     pass
 
 
-def _prove(vg_graph, symbols, derivs, k, seconds) -> bool:
+def _prove(vg_graph, symbols, derivs, position, seconds) -> bool:
     """Try to show the emitted backward equals sympy's derivative exactly."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal,
                                                                                  "SIGALRM"):
@@ -257,7 +276,7 @@ def _prove(vg_graph, symbols, derivs, k, seconds) -> bool:
             if index in symbols:
                 inputs[node] = symbols[index]
         env = symbolic_values(vg_graph, inputs)
-        emitted = env[vg_graph.outputs[1 + k].node]
+        emitted = env[vg_graph.outputs[1 + position].node]
         emitted = list(np.ravel(emitted)) if isinstance(emitted, np.ndarray) else [emitted]
         return all(sp.simplify(e - d) == 0 for e, d in zip(emitted, derivs, strict=True))
     except (_Timeout, TypeError, ValueError, ZeroDivisionError):
@@ -276,10 +295,14 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
     from .api import GradFunction
 
     values = graph.meta["values"]
+    culprit = _localize_functions(graph, values, rtol)
+    if culprit:
+        return culprit
     seen: set[tuple] = set()
     for node in graph.nodes:
         op = node.op
-        if op.vjp is None or op.nondiff or op.name in ("input", "const", "adjoint", "copy"):
+        if op.vjp is None or op.nondiff or op.name in ("input", "const", "adjoint", "copy",
+                                                       "function_output"):
             continue
         ins = [values[r.node] for r in node.inputs]
         float_inputs = [i for i, v in enumerate(ins) if np.asarray(v).dtype.kind == "f"]
@@ -320,3 +343,42 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
 
 
 __all__ = ["ArgumentResult", "CheckReport", "check", "localize"]
+
+
+def _localize_functions(graph: Graph, values, rtol: float) -> str | None:
+    """A user Function whose backward disagrees with the derivative of its own forward."""
+    from .api import GradFunction
+    from .function import Context, backward_loc, function_groups
+
+    for (_, refs), nodes in function_groups(graph).items():
+        cls = nodes[0].attrs["function"]
+        ins = [values[r.node] for r in refs[:nodes[0].attrs["n_args"]]]
+        floats = [i for i, v in enumerate(ins) if np.asarray(v).dtype.kind == "f"]
+        if not floats:
+            continue
+        rng = np.random.default_rng(2)
+        weights = [rng.normal(size=np.shape(values[n])) for n in nodes]
+        indices = [n.attrs["index"] for n in nodes]
+
+        def total(outs, _w=weights, _idx=indices):
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            return sum(np.sum(w * outs[i]) for w, i in zip(_w, _idx, strict=True))
+
+        def by_rule(*xs, _cls=cls):
+            return total(_cls.apply(*xs))
+
+        def by_forward(*xs, _cls=cls):
+            return total(_cls.forward(Context(), *xs))
+
+        try:
+            want = GradFunction(by_forward, tuple(floats))(*ins)
+            got = GradFunction(by_rule, tuple(floats))(*ins)
+        except GradgenError:
+            continue
+        for i, g, w in zip(floats, got, want, strict=True):
+            if not np.allclose(g, w, rtol=rtol, atol=1e-9 * (1 + np.max(np.abs(w)))):
+                where = backward_loc(cls)
+                at = f" ({where})" if where else ""
+                return (f"{cls.__name__}.backward{at} gives {np.ravel(g)[:3]} for input {i}, "
+                        f"but the derivative of {cls.__name__}.forward is {np.ravel(w)[:3]}")
+    return None

@@ -96,11 +96,13 @@ class _Frozen:
 
 def backward_loc(cls) -> SourceLoc | None:
     try:
-        _, first = inspect.getsourcelines(cls.backward)
+        lines, first = inspect.getsourcelines(cls.backward)
         filename = inspect.getsourcefile(cls.backward) or "<unknown>"
     except (OSError, TypeError):
         return None
-    return SourceLoc(filename, first, f"{cls.__name__}.backward")
+    # skip decorators (@staticmethod): point at the `def backward` line itself
+    offset = next((i for i, text in enumerate(lines) if text.lstrip().startswith("def ")), 0)
+    return SourceLoc(filename, first + offset, f"{cls.__name__}.backward")
 
 
 def function_groups(graph: Graph) -> dict[tuple, list[Node]]:
