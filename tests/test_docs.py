@@ -12,6 +12,8 @@ import io
 import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -20,7 +22,8 @@ from gradgen.cli import main
 from .conftest import ROOT
 
 BLOCK = re.compile(
-    r"(<!-- gradgen-output: (?P<cmd>.*?) -->\n)```python\n(?P<body>.*?)```\n(<!-- /gradgen-output -->)",
+    r"(<!-- gradgen-output: (?P<cmd>.*?) -->\n)```(?P<lang>\w*)\n(?P<body>.*?)```\n"
+    r"(<!-- /gradgen-output -->)",
     re.DOTALL,
 )
 
@@ -30,6 +33,14 @@ def _documents():
 
 
 def _run(command: str) -> str:
+    """A gradgen CLI command (``emit ...``) in-process, or ``python SCRIPT`` as a subprocess,
+    both from the repository root; returns what it prints."""
+    if command.startswith("python "):
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        result = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=ROOT,
+                                capture_output=True, text=True, env=env, check=False)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
     out = io.StringIO()
     cwd = os.getcwd()
     os.chdir(ROOT)
@@ -50,7 +61,7 @@ def test_generated_blocks_are_current(path):
 
     def regenerate(match):
         body = _run(match["cmd"])
-        return f"{match[1]}```python\n{body}```\n{match[4]}"
+        return f"{match[1]}```{match['lang']}\n{body}```\n{match[5]}"
 
     fresh = BLOCK.sub(regenerate, text)
     if os.environ.get("GRADGEN_UPDATE_DOCS"):
