@@ -4,6 +4,7 @@ __version__ = "0.1.0"
 
 from . import ops  # noqa: F401  (registers the rule table)
 from .api import emit, grad, hessian, jacobian, trace, value_and_grad, vjp
+from .check import CheckReport, check
 from .errors import (
     GradgenError,
     GradientMismatch,
@@ -14,6 +15,7 @@ from .errors import (
 from .function import Function
 
 __all__ = [
+    "CheckReport",
     "Function",
     "GradgenError",
     "GradientMismatch",
@@ -21,6 +23,7 @@ __all__ = [
     "NonScalarOutput",
     "UnsupportedOperation",
     "__version__",
+    "check",
     "emit",
     "grad",
     "hessian",
