@@ -16,7 +16,7 @@ from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
 from .pytree import flatten, unflatten
-from .tracer import Tracer, at_loc, bind
+from .tracer import Tracer, at_loc, bind, in_trace, tracer_value
 from .tracing import function_loc, is_numeric, trace_function
 
 MAX_PATHS = 32  # compiled guard paths kept per input signature
@@ -37,12 +37,18 @@ def _normalize_argnums(argnums) -> tuple[tuple[int, ...], bool]:
 def _bind_arguments(fn, args, kwargs) -> tuple:
     if not kwargs:
         return args
+    name = getattr(fn, "__name__", fn)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as e:
-        raise GradgenError(f"cannot call {getattr(fn, '__name__', fn)}: {e}") from None
+        raise GradgenError(f"cannot call {name}: {e}") from None
+    if bound.kwargs:  # the traced and emitted functions take their arguments by position
+        raise GradgenError(
+            f"cannot pass {', '.join(map(repr, bound.kwargs))} to {name}: gradgen passes "
+            "arguments by position, and keyword-only arguments have no position",
+            function_loc(fn), "make the parameter positional, or bind it in a closure")
     bound.apply_defaults()
-    return tuple(bound.arguments.values())
+    return bound.args
 
 
 def _leaf_key(value):
@@ -109,7 +115,7 @@ class GradFunction:
 
     def __call__(self, *args, **kwargs):
         args = _bind_arguments(self.fn, args, kwargs)
-        if _has_tracer(args):
+        if _has_tracer(args) or in_trace():  # under an outer trace f may close over tracers
             return self._inline(args)
         key = _signature_key(args)
         paths = self._paths.setdefault(key, [])
@@ -295,11 +301,12 @@ class _Pullback:
                 f"{out_tree}", function_loc(self.fn),
                 "pass one cotangent per output, shaped like that output")
         for k, (leaf, out) in enumerate(zip(leaves, self.built.forward.outputs, strict=True)):
-            if np.shape(leaf) != out.aval.shape:
+            shape = np.shape(tracer_value(leaf))  # a cotangent may be traced (grad of vjp)
+            if shape != out.aval.shape:
                 raise GradgenError(
-                    f"cotangent {k} has shape {np.shape(leaf)}, but output {k} has shape "
+                    f"cotangent {k} has shape {shape}, but output {k} has shape "
                     f"{out.aval.shape}", function_loc(self.fn))
-        if _has_tracer(self.args) or any(isinstance(v, Tracer) for v in leaves):
+        if self._call is None or any(isinstance(v, Tracer) for v in leaves):
             _, grads = inline_result(self.built, self.args, leaves)
             return grads
         cotangent = unflatten(tree, [_like(v, out) for v, out in zip(
@@ -327,7 +334,7 @@ def vjp(fn, *args):
     built = build(fn, concrete, Request(vjp=True))
     values = built.forward.meta["values"]
     out_tree = built.forward.meta["out_tree"]
-    if _has_tracer(args):
+    if _has_tracer(args) or in_trace():  # under an outer trace fn may close over tracers
         leaves, _ = flatten(tuple(args))
         by_input = {n: leaves[n.attrs["index"]] for n in built.forward.inputs
                     if 0 <= n.attrs["index"] < len(leaves)}
@@ -341,9 +348,12 @@ def vjp(fn, *args):
 
 
 def _forward_only(graph: Graph) -> Graph:
-    """The forward graph without the cotangent inputs vjp added to it."""
+    """The forward graph without the cotangent inputs vjp added to it (their indices follow
+    the argument leaves'; captured inputs, index -1, stay)."""
+    n_leaves = len(graph.meta["leaves"])
     return graph.with_nodes([n for n in graph.nodes if n.role != "input" or
-                             n.attrs["index"] >= 0], graph.outputs)
+                             n.attrs["index"] < n_leaves], graph.outputs,
+                            [n for n in graph.inputs if n.attrs["index"] < n_leaves])
 
 
 def jacobian(fn, argnums=0):

@@ -439,11 +439,13 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     tree = _replace_leaves(out_tree, per_output)
     items = list(range(len(results)))
     convert = {}
-    for i, r in enumerate(results):
-        k = wrt[i % len(wrt)]
-        if type(leaves[k].value) is float and r.aval.shape == () and type(
-                trace.values.get(r.node)) is not float:
+    for i, r in enumerate(results):  # the types grad gives (see _conversions)
+        value, result = leaves[wrt[i % len(wrt)]].value, trace.values.get(r.node)
+        if isinstance(value, float | np.floating) and r.aval.shape == () and type(
+                result) is not float:
             convert[i] = "float"
+        elif isinstance(value, np.ndarray) and not isinstance(result, np.ndarray):
+            convert[i] = "np.asarray"
     sig = signature_text(names, args)
     what = "Hessian" if hessian else "Jacobian"
     spec = FunctionSpec(

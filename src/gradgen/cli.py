@@ -36,6 +36,13 @@ class UserError(Exception):
     """A mistake on the command line: one line on stderr, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage mistake is one line on stderr like every user error."""
+
+    def error(self, message):
+        self.exit(2, f"gradgen: error: {message} (see {self.prog} --help)\n")
+
+
 # --- the target and its arguments -------------------------------------------------------------
 
 
@@ -297,7 +304,7 @@ def _add_target_arguments(parser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     examples = "\n".join(f"  {e}" for cmd in ("emit", "show", "check", "graph")
                          for e in _EXAMPLES[cmd][:1])
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="gradgen",
         description="Emit readable, dependency-free Python gradients of Python/NumPy functions.",
         epilog=f"examples:\n{examples}",

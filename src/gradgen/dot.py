@@ -7,7 +7,9 @@ from .printing import _names
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT string; a newline becomes Graphviz's ``\\n`` line break (escaped only once)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def graph_to_dot(graph: Graph) -> str:
@@ -17,9 +19,12 @@ def graph_to_dot(graph: Graph) -> str:
     for node in graph.nodes:
         if node.op.name == "const":
             continue
-        label = node.op.name if node.op.name != "input" else "input"
+        label = node.op.name
+        show = node.op.extra.get("show_attrs")
+        if show is not None:
+            label += f"\n{show(node.attrs)}"
         if node.avals:
-            label = f"{names[node]} = {label}\\n{node.aval}"
+            label = f"{names[node]} = {label}\n{node.aval}"
         shape = "box" if node.op.name in ("input",) else "ellipse"
         if node.op.name == "guard":
             label = f"guard == {node.attrs['expect']}"

@@ -3,12 +3,14 @@ inlined, comments quoting the user's source, guards as explicit checks."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import layout
 from .ir import Graph, Node
 from .naming import Namer, base_name
 from .ops.core import literal
@@ -62,7 +64,7 @@ class ModuleConstants:
         if name is None:
             name = f"ARRAY_{len(self.by_key)}"
             self.by_key[key] = name
-            self.lines.append(f"{name} = {literal(value).text}")
+            self.lines.append(layout.statement(f"{name} = {literal(value).text}", 0))
         return name
 
 
@@ -100,7 +102,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         index = node.attrs["index"]
         names[node] = spec.input_names.get(index) or spec.params[index]
         if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
-            body.append(f"{names[node]} = {spec.unpack[index]}")
+            body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", 1))
     exprs: dict[Node, Expr] = {}
     sizes: dict[Node, int] = {}
     notes: dict[Node, tuple[str, ...]] = {}
@@ -131,11 +133,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             cond = args[0]
             expect = node.attrs["expect"]
             test = f"not {cond.at(5)}" if expect else cond.text
-            described = f"{cond.text} is {expect}"
+            written = _condition_as_written(node) or cond.text
+            described = f"`{written}` is {expect}"
             message = f"{node.loc}: traced where {described}" if node.loc else (
                 f"traced where {described}")
-            guards.append(f"{cond.text} ({node.loc})" if node.loc else cond.text)
-            body.append(f"if {test}:")
+            guards.append((f"{written} ({node.loc})" if node.loc else written, expect))
+            body.append(layout.statement(f"if {test}:", 1))
             body.extend(raise_lines("GuardFailure", message, indent=8))
             code_parts.append(test)
             continue
@@ -162,7 +165,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         sizes[node] = 0
         if spec.check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
-        statement = _assignment(name, expr)
+        statement = f"{name} = {expr.text}"
         code_parts.append(expr.text)
         if spec.annotate and applied:
             statement += "  # " + "; ".join(dict.fromkeys(applied))
@@ -182,7 +185,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 group_loc = node.loc
         elif node.loc is not None:
             statement += f"  # {_short_loc(node)}"
-        body.append(statement)
+        body.append(layout.lay_out(statement, 1))  # wrapped as ruff format would
 
     if spec.check_finite:
         finite.flush(body, code_parts)
@@ -192,7 +195,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     returned = format_structure(tree, [texts[i] if isinstance(i, int) else i for i in items])
     if tree.kind == "tuple" and len(tree.children) > 1:
         returned = returned[1:-1]  # return a, b
-    body.append(f"return {returned}")
+    body.append(layout.statement(f"return {returned}", 1))
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
@@ -255,16 +258,6 @@ def string_literal(text: str) -> str:
     return f'"{escaped}"'
 
 
-def _assignment(name: str, expr: Expr) -> str:
-    """``name = expr``; a sum too long for one line is wrapped one term per line, as ruff
-    format would."""
-    line = f"{name} = {expr.text}"
-    if len(line) + 4 <= LINE_LIMIT or len(expr.terms) < 2:
-        return line
-    inner = "\n".join(f"    {t}" for t in expr.terms)
-    return f"{name} = (\n{inner}\n)"
-
-
 def _rule_of(node: Node) -> tuple[str, ...]:
     """The derivative rule a backward node comes from, as the rule table states it."""
     if node.origin is None:
@@ -314,7 +307,7 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     for name in helpers:
         out += ["", "", HELPERS[name]]
     for spec, fn in zip(specs, emitted, strict=True):
-        out += ["", "", f"def {spec.name}({', '.join(spec.params)}):"]
+        out += ["", "", layout.header(spec.name, spec.params)]
         out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]
         out += [_indent(line) for line in fn.lines]
     return "\n".join(out) + "\n"
@@ -328,16 +321,48 @@ def _indent(statement: str) -> str:
     return "\n".join(f"    {part}" for part in statement.split("\n"))
 
 
-def _docstring(doc: str, guards: list[str]) -> list[str]:
+def _condition_as_written(node: Node) -> str | None:
+    """The branch test on the guard's source line, when it is this one comparison (not a
+    compound test, whose parts are separate guards)."""
+    if node.loc is None:
+        return None
+    from .source import line_info
+
+    text = line_info(node.loc.file, node.loc.line).condition
+    if not text or re.search(r"\b(and|or|not)\b", text):
+        return None
+    return text
+
+
+def _guard_summary(guards: list[tuple[str, bool]]) -> list[str]:
+    """One line per condition: a loop test is `... is True 9 times, then False`."""
+    runs: list[list] = []
+    for text, expect in guards:
+        if runs and runs[-1][0] == text:
+            runs[-1][1].append(expect)
+        else:
+            runs.append([text, [expect]])
+    lines = []
+    for text, outcomes in runs:
+        parts: list[str] = []
+        for value, group in itertools.groupby(outcomes):
+            n = len(list(group))
+            parts.append(f"{value}" + (f" {n} times" if n > 1 else ""))
+        lines.append(f"{text} is {', then '.join(parts)}")
+    return lines
+
+
+def _docstring(doc: str, guards: list[tuple[str, bool]]) -> list[str]:
     if not guards:
         text = f"{doc} The traced path has no guards."
         if len(text) + 10 <= LINE_LIMIT:
             return [f'"""{text}"""']
         return [*_wrapped('"""' + doc), "", "The traced path has no guards.", '"""']
     lines = [*_wrapped('"""' + doc), "", "Valid on the traced path, where:"]
-    shown = guards[:8]
+    summary = _guard_summary(guards)
+    shown = summary[:8]
     lines += [f"    {g}" for g in shown]
-    if len(guards) > len(shown):
-        lines.append(f"    ... and {len(guards) - len(shown)} more conditions")
+    if len(summary) > len(shown):
+        lines.append(f"    ... and {len(summary) - len(shown)} more conditions")
     lines += ["Elsewhere it raises GuardFailure.", '"""']
     return lines

@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import GradgenError
 from .ir import Graph, Node, Ref
+from .ops.core import cast
 from .ops.registry import defop
 from .source import SourceLoc
 from .tracer import Tracer, at_loc, bind, tracer_value
@@ -43,11 +44,18 @@ def _print_output(node, args):
     return args[0]
 
 
+def _show_attrs(attrs) -> str:
+    """How listings and drawings show a Function output: its class and output index, not the
+    call's bookkeeping (whose reprs hold memory addresses)."""
+    return f"{attrs['function'].__name__}, output {attrs['index']} of {attrs['n_out']}"
+
+
 # Identity on the forward's output; reverse mode calls the Function's backward instead of
 # differentiating the forward's ops. Inputs: (forward output, *call arguments, *saved values).
 function_output = defop(
     "function_output", lambda out, *rest, **attrs: out, _print_output,
-    vjp=(), sympy=lambda out, *rest, **attrs: out, extra={"structural": True})
+    vjp=(), sympy=lambda out, *rest, **attrs: out,
+    extra={"structural": True, "show_attrs": _show_attrs})
 
 
 class Function:
@@ -68,7 +76,8 @@ class Function:
         outputs = cls.forward(ctx, *args)
         if not any(isinstance(a, Tracer) for a in args):
             return outputs  # nothing is traced: a plain call
-        single = not isinstance(outputs, tuple)
+        # several outputs come as a tuple or a list: each must pass through the user's rule
+        single = not isinstance(outputs, tuple | list)
         outs = (outputs,) if single else outputs
         call = next(_calls)
         saved = tuple(ctx.saved_values)
@@ -81,7 +90,9 @@ class Function:
             attrs = {"function": cls, "index": i, "n_out": len(outs), "n_args": len(args),
                      "call": call, "ctx_extras": _Frozen(extras)}
             results.append(bind(function_output, (out, *args, *saved), attrs))
-        return results[0] if single else tuple(results)
+        if single:
+            return results[0]
+        return tuple(results) if isinstance(outputs, tuple) else results
 
 
 class _Frozen:
@@ -143,10 +154,7 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
     vars(ctx).update(first.attrs["ctx_extras"].values)
     ctx._saved = tuple(_value_for(trace, r) for r in saved_refs)
     params = _grad_parameter_names(cls, n_out)
-    names = [s.name or f"output {s.attrs['index']}" for s in siblings]
-    described = ", ".join(
-        f"{params[i]} = d/d{names[k]} (output {i})"
-        for k, i in enumerate(s.attrs["index"] for s in siblings))
+    described = ", ".join(_describe_gradient(params[s.attrs["index"]], s) for s in siblings)
     banner = _Banner(f"{cls.__name__}.backward: {described}")
     with at_loc(None, (banner, 0)):
         result = cls.backward(ctx, *grads_in)
@@ -165,9 +173,25 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
             raise GradgenError(
                 f"{cls.__name__}.backward returned a gradient of shape {shape} for input {k}, "
                 f"whose shape is {ref.aval.shape}", where)
+        dtype = ref.aval.dtype
+        if ref.aval.is_float and np.result_type(tracer_value(g)) != dtype:
+            # like PyTorch: a gradient takes its input's dtype (float32 stays float32)
+            if isinstance(g, Tracer):
+                with at_loc(g.ref.node.loc or where, (banner, 0)):
+                    g = cast(g, dtype=dtype.name)
+            else:
+                g = np.asarray(g, dtype)[()] if ref.aval.py is None else float(g)
         if not isinstance(g, Tracer):
             g = Tracer(trace, trace.const(g), g)
         contributions.setdefault(ref, []).append((first.serial, g, first, 1 + k))
+
+
+def _describe_gradient(param: str, output: Node) -> str:
+    """Which output a backward parameter is the gradient of: ``grad1 = d/db (output 0)``."""
+    index = output.attrs["index"]
+    if output.name:
+        return f"{param} = d/d{output.name} (output {index})"
+    return f"{param} = the gradient of output {index}"
 
 
 def _value_for(trace, ref: Ref):

@@ -59,6 +59,7 @@ class Interceptor:
     def __init__(self):
         self.functions: dict[int, tuple[object, object]] = {}
         self.globals: dict[int, tuple[dict, dict]] = {}
+        self.modules: dict[int, tuple[types.ModuleType, types.ModuleType]] = {}
 
     def wrap(self, value):
         """What the traced code should see in place of ``value``."""
@@ -68,12 +69,25 @@ class Interceptor:
             return _MATH_BY_FUNCTION.get(value, value)
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
             return self.function(value)
+        if isinstance(value, types.ModuleType) and self._is_user_module(value):
+            return self.module(value)
         return value
 
     @staticmethod
     def _is_user_function(fn) -> bool:
         module = (getattr(fn, "__module__", None) or "").split(".")[0]
         return module not in _OPAQUE_TOP
+
+    @staticmethod
+    def _is_user_module(module) -> bool:
+        return module.__name__.split(".")[0] not in _OPAQUE_TOP
+
+    def module(self, module: types.ModuleType) -> types.ModuleType:
+        """A stand-in for a user module (``helpers.f(x)``): attributes wrapped on lookup."""
+        hit = self.modules.get(id(module))
+        if hit is None:
+            hit = self.modules[id(module)] = (module, _ModuleProxy(module, self))
+        return hit[1]
 
     def function(self, fn: types.FunctionType) -> types.FunctionType:
         key = id(fn)
@@ -122,3 +136,22 @@ class _PatchedGlobals(dict):
         self[name] = wrapped
         return wrapped
 
+
+class _ModuleProxy(types.ModuleType):
+    """What traced code sees in place of a user module: the module's attributes, each
+    wrapped on first lookup, so ``helpers.f(x)`` runs a traced copy of ``f``."""
+
+    def __init__(self, original: types.ModuleType, interceptor: Interceptor):
+        super().__init__(original.__name__, original.__doc__)
+        self.__dict__["_gradgen_original"] = original
+        self.__dict__["_gradgen_interceptor"] = interceptor
+
+    def __getattr__(self, name):  # only called for names not cached in __dict__ yet
+        value = getattr(self.__dict__["_gradgen_original"], name)
+        wrapped = self.__dict__["_gradgen_interceptor"].wrap(value)
+        self.__dict__[name] = wrapped
+        return wrapped
+
+    def __setattr__(self, name, value):  # the user's module state stays the user's
+        setattr(self.__dict__["_gradgen_original"], name, value)
+        self.__dict__.pop(name, None)

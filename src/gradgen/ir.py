@@ -160,9 +160,18 @@ class Graph:
         return list(self.inputs)
 
     def find(self, name: str) -> Node:
-        """The last node the user's code bound to ``name`` (or an adjoint like grad_y)."""
+        """The last node the user's code bound to ``name`` (a loop's ``y`` is its last version,
+        listed as ``y_2``), its adjoint for ``grad_<name>``, or else the node listed as
+        ``name`` (``y_1``, ``grad_y_1``)."""
+        last_bound = self.meta.get("last_bound", {})
+        base = name.removeprefix("grad_")
+        wanted = name
+        if name in last_bound:
+            wanted = last_bound[name].name or name
+        elif base in last_bound and last_bound[base].name:
+            wanted = f"grad_{last_bound[base].name}"
         for node in reversed(self.nodes):
-            if node.name == name:
+            if node.name == wanted:
                 return node
         raise KeyError(f"no node named {name!r} in this graph")
 

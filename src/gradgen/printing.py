@@ -38,6 +38,9 @@ def graph_listing(graph: Graph) -> str:
         args = " ".join(_arg(r, names) for r in node.inputs)
         attrs = {k: v for k, v in node.attrs.items() if k not in ("uses",)}
         attr_text = "[" + ", ".join(f"{k}={v!r}" for k, v in attrs.items()) + "]" if attrs else ""
+        show = node.op.extra.get("show_attrs")
+        if show is not None:
+            attr_text = f"[{show(node.attrs)}]"
         where = f"   # {node.loc}" if node.loc is not None else ""
         if node.role == "bwd":
             where += " (backward)" if where else "   # backward"

@@ -28,6 +28,8 @@ class TreeDef:
         inner = ", ".join(
             f"{k!r}: {c}" if self.kind == "dict" else str(c)
             for k, c in zip(self.keys or range(len(self.children)), self.children, strict=True))
+        if self.kind == "tuple" and len(self.children) == 1:
+            inner += ","  # (*,) is a 1-tuple; (*) would read as a bare leaf
         return {"tuple": f"({inner})", "list": f"[{inner}]", "dict": f"{{{inner}}}"}[self.kind]
 
 

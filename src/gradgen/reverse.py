@@ -78,6 +78,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 siblings = function_calls[node.attrs["call"], node.inputs[1:]]
                 done.update(siblings)
                 gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
+                adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
+                                if isinstance(g, Tracer))
                 pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
             g = _combine(contributions.pop(node.out, None), node)

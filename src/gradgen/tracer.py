@@ -396,6 +396,8 @@ class Tracer:
         return handler(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):
+        if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
+            return func(*(tracer_value(a) for a in args), **kwargs)
         handler = BOUND.get(func)
         if handler is None:
             name = f"{func.__module__.replace('numpy', 'np')}.{func.__name__}"
@@ -437,6 +439,10 @@ class Tracer:
 
     def conj(self):
         return self
+
+
+# NumPy functions that only look at a value's shape: answered from the traced value.
+_STATIC_QUERIES = frozenset({np.shape, np.ndim, np.size})
 
 
 def tracer_value(x):

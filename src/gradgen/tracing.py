@@ -167,11 +167,11 @@ def trace_function(fn, args, arg_names=None) -> Graph:
         for tree in trees:
             traced_args.append(unflatten(tree, traced[start:start + tree.num_leaves]))
             start += tree.num_leaves
-        call = Interceptor().wrap(fn) if isinstance(fn, types.FunctionType) else fn
+        call = Interceptor().wrap(fn)  # also maps a math builtin: grad(math.sin)
         with BindingObserver():
             result = call(*traced_args)
         out_leaves, out_tree = flatten(result)
-        outputs = [_output_ref(trace, r) for r in out_leaves]
+        outputs = [_output_ref(trace, r, fn) for r in out_leaves]
     graph = trace.graph(outputs)
     last_bound = _version_names(graph, [leaf.name for leaf in leaves] + list(names))
     graph.meta.update(
@@ -207,14 +207,15 @@ def _version_names(graph: Graph, params) -> dict[str, Node]:
     return last_bound
 
 
-def _output_ref(trace: Trace, value):
+def _output_ref(trace: Trace, value, fn):
     if isinstance(value, Tracer):
         if value.trace is not trace:
             value = trace.lift(value)
         return value.ref
     if not is_numeric(value):
         raise GradgenError(
-            f"the function returned a {type(value).__name__}, not a number or an array")
+            f"{function_name(fn)} returned a {type(value).__name__}, not a number or an "
+            "array", function_loc(fn))
     ref = trace.const(value)
     trace.values[ref.node] = value
     return ref

@@ -43,7 +43,7 @@ def _scalar_text(v) -> str:
         return "math.nan"
     if math.isinf(v):
         return "math.inf" if v > 0 else "-math.inf"
-    return repr(float(v))
+    return repr(float(v)).replace("e+", "e")  # 1e20 as ruff format writes it, not 1e+20
 
 
 def _nested(a: np.ndarray) -> str:

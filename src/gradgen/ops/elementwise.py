@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ._sym import sp
-from .registry import Domain, Expr, call, defop, dual
+from .registry import PREC_ADD, PREC_COMPARE, Domain, Expr, call, defop, dual
 
 REALS = (-3.0, 3.0)
 POSITIVE = (0.2, 3.0)
@@ -33,7 +33,8 @@ def _unary(name, math_fn, np_fn, rule, sym, bounds, text, math_name=None, np_nam
 
 def _print_sign(node, args):
     if node.aval.py is not None:  # a Python number: sign as the difference of two booleans
-        return Expr(f"(({args[0].text} > 0) - ({args[0].text} < 0))")
+        x = args[0].at(PREC_COMPARE + 1)
+        return Expr(f"({x} > 0) - ({x} < 0)", PREC_ADD)
     return Expr(f"np.sign({args[0].text})")
 
 

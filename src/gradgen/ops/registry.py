@@ -128,6 +128,8 @@ def prefix(symbol: str) -> Printer:
     def print_prefix(node, args):
         (a,) = args
         inner = a.at(PREC_UNARY + 1) if a.text.startswith(symbol) else a.at(PREC_UNARY)
+        if a.prec == PREC_POW:  # ruff format writes -(x**2), not -x**2
+            inner = f"({a.text})"
         return Expr(f"{symbol}{inner}", PREC_UNARY, a if symbol == "-" else None)
 
     return print_prefix

@@ -23,6 +23,8 @@ _NOT_CONST = object()
 def _is(ref: Ref, number) -> bool:
     """Is ``ref`` a constant that equals ``number`` everywhere?"""
     value = _const_value(ref)
+    if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
+        return value == number
     if value is _NOT_CONST or isinstance(value, bool | np.bool_):
         return False
     try:
@@ -39,7 +41,8 @@ def _identity(node: Node) -> Ref | None:
         candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
     elif name == "add":
         candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
-    elif name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1) or name == "pow" and _is(ins[1], 1):
+    elif (name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1)
+          or name == "pow" and _is(ins[1], 1)):
         candidates = [ins[0]]
     elif name == "neg" and ins[0].node.op.name == "neg":
         candidates = [ins[0].node.inputs[0]]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 from ..ir import Graph, Node, Ref
 
 
@@ -21,8 +23,9 @@ class Rewriter:
 
     def rebuilt(self, node: Node) -> Node:
         """``node`` with its inputs resolved (the same object when nothing changed)."""
-        inputs = tuple(self.subst.get(r, r) for r in node.inputs)
-        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+        old = node.inputs
+        inputs = tuple(map(self.subst.get, old, old))  # C-level loops: this runs per node
+        if all(map(operator.is_, inputs, old)):
             return node
         new = node.with_inputs(inputs)
         if self.values is not None and node in self.values:

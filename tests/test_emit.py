@@ -1,0 +1,342 @@
+"""Emitted modules: the golden file, the shape of the code, byte stability, and that they
+run alone under ``python -I`` with the gradients gradgen.grad gives."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import traceback
+
+import numpy as np
+import pytest
+
+import gradgen
+
+from .conftest import ROOT, load_example, run_emitted, run_isolated
+
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+# --- user functions (defined here, so their locations are test_emit.py:<line>) ------------
+
+
+def two_args(a, b):
+    c = a * b
+    d = c * b
+    return d + a
+
+
+def branchy(x):
+    if x > 0:
+        y = x * x
+    else:
+        y = -x
+    return y
+
+
+BRANCH_LINE = inspect.getsourcelines(branchy)[1] + 1  # the `if x > 0:` line
+
+
+def arrays(x, w, s):
+    h = np.sum(x * w, axis=1)
+    return np.sum(h * h) * s + np.mean(x)
+
+
+def with_math(x, y):
+    z = math.sin(x) * math.exp(y)
+    return z + math.log(y) ** 2
+
+
+def sqrt_of(x):
+    y = math.sqrt(x)
+    return y
+
+
+def _module_for_golden() -> str:
+    return gradgen.emit(load_example("reused_value").f, 2.0)
+
+
+@pytest.fixture
+def at_root(monkeypatch):
+    """Emitted headers name the source relative to the working directory."""
+    monkeypatch.chdir(ROOT)
+
+
+def _functions(source: str) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(source)
+    return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _assignments_to(fn: ast.FunctionDef, name: str) -> list[ast.Assign]:
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+
+
+def _names(source: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+
+
+def _imports(source: str) -> set[str]:
+    mods = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            mods.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            mods.add((node.module or "").split(".")[0])
+    return mods
+
+
+# --- the golden module -----------------------------------------------------------------------
+
+
+def test_reused_value_golden(at_root):
+    source = _module_for_golden()
+    path = os.path.join(GOLDEN, "reused_value.py")
+    if os.environ.get("GRADGEN_UPDATE_GOLDEN") == "1":
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w", newline="") as fh:
+            fh.write(source)
+    with open(path, newline="") as fh:
+        expected = fh.read()
+    assert source == expected, (
+        "emitted module differs from tests/golden/reused_value.py; if the change is intended, "
+        "rerun with GRADGEN_UPDATE_GOLDEN=1 and review the diff")
+
+
+def test_golden_is_what_the_decorator_compiles(at_root):
+    df = gradgen.grad(load_example("reused_value").f)
+    assert df(2.0) == 12.0
+    with open(os.path.join(GOLDEN, "reused_value.py")) as fh:
+        assert df.source == fh.read()
+
+
+def test_reused_value_adjoint_is_one_fused_statement(at_root):
+    source = _module_for_golden()
+    fns = _functions(source)
+    assert set(fns) == {"f_grad", "f_value_and_grad"}
+    for fn in fns.values():
+        grad_y = _assignments_to(fn, "grad_y")
+        assert len(grad_y) == 1, ast.unparse(fn)
+        rhs = {n.id for n in ast.walk(grad_y[0].value) if isinstance(n, ast.Name)}
+        assert {"grad_a", "grad_b"} <= rhs  # both contributions, y + 1 and y * 2, in one sum
+        assert isinstance(grad_y[0].value, ast.BinOp) and isinstance(grad_y[0].value.op, ast.Add)
+        assert not any(isinstance(n, ast.AugAssign) for n in ast.walk(fn))
+        for node in ast.walk(fn):  # no `grad = 0` accumulator initialised
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+                assert node.value.value not in (0, 0.0), ast.unparse(node)
+    assert "+=" not in source
+    assert not re.search(r"=\s*0(\.0)?\s*$", source, re.MULTILINE)
+    assert "np.zeros" not in source
+    assert _assignments_to(fns["f_value_and_grad"], "y")
+    names = _names(source)
+    assert {"x", "y", "grad_y", "grad_x"} <= names
+
+
+def test_names_come_from_the_user_not_from_ops(at_root):
+    names = _names(_module_for_golden())
+    assert not {n for n in names if re.fullmatch(r"(mul|add|add_n|tmp)(_\d+)?", n)}
+
+
+def test_unrequested_argument_gets_nothing():
+    source = gradgen.emit(two_args, 2.0, 3.0, argnums=0)
+    assert "grad_b" not in source
+    assert not any(n.startswith("grad_b") for n in _names(source))
+    ns = run_emitted(source)
+    assert ns["two_args_grad"](2.0, 3.0) == 3.0 * 3.0 + 1.0
+    both = gradgen.emit(two_args, 2.0, 3.0, argnums=(0, 1))
+    assert "grad_b" in _names(both)
+    assert run_emitted(both)["two_args_grad"](2.0, 3.0) == (10.0, 2 * 2.0 * 3.0)
+
+
+# --- byte stability, imports, generated-code markers -----------------------------------------
+
+CASES = [
+    (two_args, (2.0, 3.0), (0, 1)),
+    (branchy, (1.5,), 0),
+    (arrays, (np.arange(6.0).reshape(2, 3) / 7, np.linspace(-1, 1, 3), 0.5), (0, 1, 2)),
+    (with_math, (0.3, 1.7), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("fn, args, argnums", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_emitting_twice_gives_identical_bytes(fn, args, argnums):
+    first = gradgen.emit(fn, *args, argnums=argnums)
+    gradgen.grad(fn, argnums)(*args)  # unrelated work in between must not matter
+    assert gradgen.emit(fn, *args, argnums=argnums) == first
+
+
+def test_identical_bytes_across_processes(tmp_path):
+    """No hash-seed or address dependence: two interpreters with different PYTHONHASHSEED."""
+    script = (
+        f"import sys; sys.path.insert(0, {ROOT!r}); from tests.test_emit import CASES; "
+        "import gradgen; print('\\n#####\\n'.join(gradgen.emit(f, *a, argnums=n) "
+        "for f, a, n in CASES))"
+    )
+    outs = []
+    for seed in ("1", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                                capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        outs.append(result.stdout)
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("fn, args, argnums", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_module_imports_only_math_and_numpy(fn, args, argnums):
+    source = gradgen.emit(fn, *args, argnums=argnums)
+    assert _imports(source) <= {"math", "numpy"}
+    code = [line for line in source.splitlines() if not line.lstrip().startswith("#")]
+    assert not any("gradgen" in line for line in code)
+    assert source.startswith("# Code generated by gradgen ")
+    assert "DO NOT EDIT." in source.splitlines()[0]
+
+
+def test_imports_only_what_is_used():
+    assert _imports(gradgen.emit(two_args, 2.0, 3.0)) == set()
+    assert _imports(gradgen.emit(with_math, 0.3, 1.7)) == {"math"}
+    assert _imports(gradgen.emit(arrays, np.ones((2, 3)), np.ones(3), 0.5)) == {"numpy"}
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+def test_emitted_modules_are_ruff_clean(tmp_path):
+    for i, (fn, args, argnums) in enumerate(CASES):
+        (tmp_path / f"m{i}.py").write_text(gradgen.emit(fn, *args, argnums=argnums))
+    for cmd in (["ruff", "check", "--isolated", "--line-length", "100", "."],
+                ["ruff", "format", "--isolated", "--line-length", "100", "--check", "."]):
+        result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- running alone under python -I -------------------------------------------------------------
+
+
+def _literal(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+    return repr(value)
+
+
+def _described(expr: str) -> str:
+    """An expression that prints type, dtype and values of a gradient (or tuple of them)."""
+    return (f"[(type(r).__name__, str(np.asarray(r).dtype), np.asarray(r).tolist()) "
+            f"for r in (lambda v: v if isinstance(v, tuple) else (v,))({expr})]")
+
+
+def _describe_local(value) -> list:
+    values = value if isinstance(value, tuple) else (value,)
+    return [(type(r).__name__, str(np.asarray(r).dtype), np.asarray(r).tolist())
+            for r in values]
+
+
+ISOLATED = [
+    (two_args, (2.0, 3.0), 0),
+    (two_args, (2.0, 3.0), (0, 1)),
+    (branchy, (-1.5,), 0),
+    (arrays, (np.arange(6.0).reshape(2, 3) / 7, np.linspace(-1, 1, 3), 0.5), (0, 1, 2)),
+    (arrays, (np.arange(6.0, dtype=np.float32).reshape(2, 3), np.ones(3, np.float32), 2.0),
+     (0, 1)),
+    (with_math, (0.3, 1.7), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("fn, args, argnums", ISOLATED,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(ISOLATED)])
+def test_runs_under_python_isolated_like_grad(fn, args, argnums, tmp_path):
+    source = gradgen.emit(fn, *args, argnums=argnums)
+    call_args = ", ".join(_literal(a) for a in args)
+    name = fn.__name__
+    out = run_isolated(source, f"({_described(f'generated.{name}_grad({call_args})')}, "
+                       f"{_described(f'generated.{name}_value_and_grad({call_args})[1]')}, "
+                       f"float(generated.{name}_value_and_grad({call_args})[0]))", tmp_path)
+    got_grad, got_vg, got_value = eval(out)
+    expected = gradgen.grad(fn, argnums)(*args)
+    value, vg = gradgen.value_and_grad(fn, argnums)(*args)
+    assert got_grad == _describe_local(expected)
+    assert got_vg == _describe_local(vg)
+    assert got_value == float(value) == float(fn(*args))
+
+
+def test_isolated_module_raises_its_own_guard_failure(tmp_path):
+    source = gradgen.emit(branchy, 1.5)
+    assert "class GuardFailure(Exception)" in source
+    script = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import generated\n"
+        "print(generated.branchy_grad(2.0))\n"
+        "try:\n"
+        "    generated.branchy_grad(-2.0)\n"
+        "except generated.GuardFailure as e:\n"
+        "    print(type(e).__module__, e)\n"
+    )
+    (tmp_path / "generated.py").write_text(source)
+    result = subprocess.run([sys.executable, "-I", "-c", script], cwd=tmp_path,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.strip().splitlines()
+    assert first == "4.0"
+    assert second.startswith("generated ")
+    assert f"test_emit.py:{BRANCH_LINE}" in second and "x > 0" in second
+
+
+# --- guards in the emitted code --------------------------------------------------------------
+
+
+def test_off_path_call_raises_guard_failure_naming_condition_and_line():
+    ns = run_emitted(gradgen.emit(branchy, 1.5))
+    assert ns["branchy_grad"](3.0) == 6.0
+    with pytest.raises(ns["GuardFailure"]) as info:
+        ns["branchy_grad"](-1.0)
+    message = str(info.value)
+    assert "x > 0" in message
+    assert f"test_emit.py:{BRANCH_LINE}" in message
+    assert ns["GuardFailure"] is not gradgen.GuardFailure  # defined by the module itself
+    with pytest.raises(ns["GuardFailure"]):
+        ns["branchy_value_and_grad"](-1.0)
+
+
+def test_docstrings_state_signature_and_guards():
+    fns = _functions(gradgen.emit(branchy, 1.5))
+    doc = ast.get_docstring(fns["branchy_grad"])
+    assert "x: float" in doc and "x > 0" in doc and "GuardFailure" in doc
+    doc = ast.get_docstring(_functions(gradgen.emit(two_args, 1.0, 2.0))["two_args_grad"])
+    assert "a: float, b: float" in doc and "no guards" in doc
+
+
+# --- compiled code is inspectable ------------------------------------------------------------
+
+
+def _compiled(df):
+    (paths,) = df._paths.values()
+    return paths[0].call
+
+
+def test_source_attribute_and_getsource():
+    df = gradgen.grad(two_args)
+    assert df.source is None
+    assert df(2.0, 3.0) == 10.0
+    assert df.source == gradgen.emit(two_args, 2.0, 3.0)
+    fn = _compiled(df)
+    text = inspect.getsource(fn)
+    assert text.startswith("def two_args_grad(a, b):")
+    assert text in df.source
+
+
+def test_traceback_shows_generated_code():
+    df = gradgen.grad(sqrt_of)
+    assert df(4.0) == 0.25
+    with pytest.raises(gradgen.GradgenError) as info:
+        df(0.0)  # same path, but the derivative 1 / (2 * sqrt(x)) divides by zero
+    assert str(info.value).startswith("test_emit.py:")
+    cause = info.value.__cause__
+    assert isinstance(cause, ZeroDivisionError)
+    text = "".join(traceback.format_exception(cause))
+    assert "in sqrt_of_grad" in text
+    assert "grad_x = grad_y / (2 * y)" in text  # the generated line itself, via linecache

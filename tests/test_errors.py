@@ -1,0 +1,256 @@
+"""User mistakes and unsupported code: one GradgenError subclass each, whose message starts
+with the user's file:line, names the operation and says what to do."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import gradgen
+
+grad = gradgen.grad
+
+
+def _where(fn, text: str) -> str:
+    """``test_errors.py:<line>`` of the first line of ``fn`` containing ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return f"test_errors.py:{first + offset}"
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def test_error_tree():
+    for cls in (gradgen.UnsupportedOperation, gradgen.NonScalarOutput, gradgen.GuardFailure,
+                gradgen.GradientMismatch):
+        assert issubclass(cls, gradgen.GradgenError)
+    assert issubclass(gradgen.GradientMismatch, AssertionError)
+    assert issubclass(gradgen.GradgenError, Exception)
+
+
+# --- operations without a rule ---------------------------------------------------------------
+
+
+def gamma_of(x):
+    y = math.gamma(x)
+    return y
+
+
+def erf_of(x):
+    return math.erf(x) * 2
+
+
+def eig_of(x):
+    values = np.linalg.eig(x)[0]
+    return np.sum(values)
+
+
+def reduce_of(x):
+    return np.add.reduce(x)
+
+
+def ufunc_with_where(x):
+    return np.sum(np.add(x, x, where=True))
+
+
+def out_argument(x):
+    return np.sum(np.sin(x, out=np.empty(2)))
+
+
+def asarray_of(x):
+    return np.sum(np.asarray(x))
+
+
+def array_of(x):
+    return np.sum(np.array([x, x]))
+
+
+def float_of(x):
+    return float(x) * 2
+
+
+def item_of(x):
+    return x.item() * 2
+
+
+def tolist_of(x):
+    return sum(x.tolist())
+
+
+def complex_of(x):
+    return complex(x).real
+
+
+UNSUPPORTED = [
+    (gamma_of, 2.0, "math.gamma(", "math.gamma"),
+    (erf_of, 0.5, "math.erf(", "math.erf"),
+    (eig_of, np.eye(2) + 0.5, "np.linalg.eig(", "np.linalg.eig"),
+    (reduce_of, np.ones(2), "np.add.reduce(", "np.add.reduce"),
+    (ufunc_with_where, np.ones(2), "where=", "where="),
+    (out_argument, np.ones(2), "out=", "out="),
+    (asarray_of, np.ones(2), "np.asarray(", "np.asarray"),
+    (array_of, 1.0, "np.array(", "np.array"),
+    (float_of, 1.0, "float(", "float()"),
+    (item_of, np.ones(1), ".item()", ".item()"),
+    (tolist_of, np.ones(2), ".tolist()", ".tolist()"),
+    (complex_of, 1.0, "complex(", "complex()"),
+]
+
+
+@pytest.mark.parametrize("fn, arg, line_text, named", UNSUPPORTED,
+                         ids=[c[0].__name__ for c in UNSUPPORTED])
+def test_unsupported_operation_names_it_and_the_line(fn, arg, line_text, named):
+    with pytest.raises(gradgen.UnsupportedOperation) as info:
+        grad(fn)(arg)
+    error = info.value
+    message = str(error)
+    assert message.startswith(_where(fn, line_text) + ": ")
+    assert named in message
+    assert error.hint  # says what to do
+    assert str(error.loc) == _where(fn, line_text)
+
+
+def test_unsupported_math_in_a_helper_names_the_helper_line():
+    def helper(t):
+        return math.gamma(t) + t
+
+    def f(x):
+        return helper(x * 2)
+
+    with pytest.raises(gradgen.UnsupportedOperation, match=_where(helper, "math.gamma")):
+        grad(f)(1.5)
+
+
+def test_gradgen_emit_raises_the_same_errors():
+    with pytest.raises(gradgen.UnsupportedOperation, match=_where(eig_of, "np.linalg.eig(")):
+        gradgen.emit(eig_of, np.eye(2) + 0.5)
+
+
+# --- in-place mutation -----------------------------------------------------------------------
+
+
+def inplace_add(a, b):
+    a += b
+    return np.sum(a)
+
+
+def inplace_mul(a):
+    a *= 2.0
+    return np.sum(a)
+
+
+def setitem(a):
+    a[0] = 1.0
+    return np.sum(a)
+
+
+@pytest.mark.parametrize("fn, line_text, named", [
+    (inplace_add, "a += b", "+="), (inplace_mul, "a *= 2.0", "in-place"),
+    (setitem, "a[0] = 1.0", "a[i] = v"),
+], ids=["iadd", "imul", "setitem"])
+def test_in_place_mutation_is_refused(fn, line_text, named):
+    a = np.ones(3)
+    args = (a, np.ones(3)) if fn is inplace_add else (a,)
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(fn)(*args)
+    assert str(info.value).startswith(_where(fn, line_text) + ": ")
+    assert named in str(info.value)
+    np.testing.assert_array_equal(a, np.ones(3))
+
+
+# --- values that are locally constant ----------------------------------------------------------
+
+
+def test_floor_int_and_round_are_locally_constant():
+    assert grad(lambda x: math.floor(x) * x)(2.5) == 2.0
+    assert grad(lambda x: math.floor(x) * x)(3.5) == 3.0  # another value: retraced
+    assert grad(lambda x: int(x) * x)(2.5) == 2.0
+    assert grad(lambda x: round(x) * x)(2.4) == 2.0
+    assert grad(lambda x: math.floor(x) * 1.0)(2.5) == 0.0
+
+
+# --- outputs and arguments ---------------------------------------------------------------------
+
+
+def returns_a_string(x):
+    return "done"
+
+
+def test_returning_something_that_is_not_a_number():
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(returns_a_string)(1.0)
+    message = str(info.value)
+    assert message.startswith(_where(returns_a_string, "def returns_a_string"))
+    assert "str" in message
+
+
+def vector_out(x):
+    return x * 2
+
+
+def test_non_scalar_output_names_the_shape_and_the_line():
+    with pytest.raises(gradgen.NonScalarOutput) as info:
+        grad(vector_out)(np.ones(3))
+    assert str(info.value).startswith(_where(vector_out, "return x * 2"))
+    assert "(3,)" in str(info.value) and "np.sum" in str(info.value)
+
+
+def test_int_output_has_no_gradient():
+    with pytest.raises(gradgen.NonScalarOutput, match="int"):
+        grad(lambda x: 3)(1.0)
+
+
+def test_unhashable_static_argument():
+    with pytest.raises(gradgen.GradgenError, match="bytearray"):
+        grad(lambda x, s: x)(1.0, bytearray(b"a"))
+
+
+def test_argument_errors_name_the_parameter():
+    def f(x, steps):
+        return x * steps
+
+    with pytest.raises(gradgen.GradgenError, match="'steps'") as info:
+        grad(f, argnums=1)(1.0, 3)
+    assert "2.0 instead of 2" in str(info.value)  # and says what to do
+
+
+# --- derivatives that do not exist at the input ------------------------------------------------
+
+
+def sqrt_of(x):
+    y = math.sqrt(x)
+    return y
+
+
+def negative_base(x):
+    return (-2.0) ** x
+
+
+def test_non_finite_derivative_at_trace_time_names_the_line():
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(sqrt_of)(0.0)
+    message = str(info.value)
+    assert message.startswith(_where(sqrt_of, "math.sqrt") + ": ")
+    assert "ZeroDivisionError" in message and "not finite" in message
+    with pytest.raises(gradgen.GradgenError, match=_where(negative_base, "** x")):
+        grad(negative_base)(2.0)
+
+
+def test_non_finite_derivative_on_a_compiled_path_names_the_line():
+    df = grad(sqrt_of)
+    assert df(4.0) == 0.25
+    with pytest.raises(gradgen.GradgenError) as info:
+        df(0.0)
+    assert str(info.value).startswith(_where(sqrt_of, "math.sqrt") + ": ")
+    assert "not finite" in str(info.value)
+
+
+def test_the_users_own_exceptions_pass_through():
+    def f(x):
+        raise KeyError("mine")
+
+    with pytest.raises(KeyError, match="mine"):
+        grad(f)(1.0)

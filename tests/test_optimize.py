@@ -1,0 +1,241 @@
+"""Each optimization pass alone keeps the graph valid and the emitted gradient identical;
+together they reach a fixed point. Plus what each pass is for, on small graphs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gradgen.emit import FunctionSpec, emit_module
+from gradgen.ir import Graph, Node, aval_of
+from gradgen.ops import OPS
+from gradgen.optimize import cse, dce, flatten_sums, fold, optimize
+from gradgen.pytree import LEAF, TreeDef
+from gradgen.reverse import reverse
+from gradgen.tracing import trace_function
+
+from .conftest import run_emitted
+
+PASSES = [dce, cse, fold, flatten_sums]
+
+
+def _run(graph: Graph, args):
+    """Emit ``graph`` as one function returning all its outputs, and call it on ``args``."""
+    n = len(graph.outputs)
+    params = [f"p{i}" for i in range(len(args))]
+    tree = TreeDef("tuple", (), tuple(LEAF for _ in range(n)))
+    spec = FunctionSpec("probe", params, graph, (tree, list(range(n))), "Probe.")
+    return run_emitted(emit_module(["# probe"], [spec]))["probe"](*args)
+
+
+def _assert_identical(got, expected):
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert type(a) is type(b)
+        np.testing.assert_array_equal(a, b)  # bit for bit: no pass may change a float
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+
+
+# --- a small corpus --------------------------------------------------------------------------
+
+
+def reused(x):
+    y = x * x
+    a = y + 1
+    b = y * 2
+    c = a + b
+    return c
+
+
+def duplicates(x, w):
+    h = np.sin(x) * w
+    u = np.sin(x) * w
+    z = np.sum(h * h + u) * 1.0 + 0.0
+    if z > 0:
+        z = z * 2
+    return z
+
+
+def many_uses(x, y):
+    t = x * y
+    s = t + t * x + math.exp(t) - t / y
+    return s * t + math.sin(x) * math.sin(x)
+
+
+def broadcasting(a, b, c):
+    d = a * b + c
+    e = np.mean(d * d, axis=0, keepdims=True)
+    return np.sum(e * b) + np.sum(d @ np.ones(3))
+
+
+def single_precision(x, s):
+    y = x * s + x * x
+    return np.sum(y * 0.5)
+
+
+def unused(x, y, z):
+    _waste = np.exp(y) * 3  # never reaches the output
+    return x * x
+
+
+CORPUS = [
+    (reused, (2.0,), [0]),
+    (duplicates, (np.array([0.3, 0.5, 0.9]), np.array([[1.0, 2.0, -1.0], [0.5, 0.5, 0.5]])),
+     [0, 1]),
+    (many_uses, (0.7, 1.3), [0, 1]),
+    (broadcasting, (np.arange(6.0).reshape(2, 3) / 5, np.array([1.0, -2.0, 0.5]),
+                    np.array([[0.1], [0.2]])), [0, 1, 2]),
+    (single_precision, (np.linspace(-1, 1, 4, dtype=np.float32), np.float32(1.5)), [0]),
+    (unused, (1.5, 0.5, np.ones(2)), [0, 1, 2]),
+]
+IDS = [c[0].__name__ for c in CORPUS]
+
+
+def _joint(fn, args, wrt):
+    return reverse(trace_function(fn, args), wrt)
+
+
+@pytest.mark.parametrize("run_pass", PASSES, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("fn, args, wrt", CORPUS, ids=IDS)
+def test_each_pass_alone_keeps_graph_valid_and_gradient_identical(fn, args, wrt, run_pass):
+    joint = _joint(fn, args, wrt)
+    joint.verify()
+    expected = _run(joint, args)
+    before = list(joint.nodes)
+    for graph in (joint, joint.with_nodes(joint.nodes, joint.outputs[1:])):
+        new, changed = run_pass(graph)
+        assert isinstance(changed, bool)
+        new.verify()
+        assert len(new.inputs) == len(graph.inputs)
+        want = expected if len(graph.outputs) == len(joint.outputs) else expected[1:]
+        _assert_identical(_run(new, args), want)
+        if not changed:
+            assert new.nodes == graph.nodes
+    assert joint.nodes == before  # the pass built a new graph; the old one is intact
+    joint.verify()
+    _assert_identical(_run(joint, args), expected)
+
+
+@pytest.mark.parametrize("fn, args, wrt", CORPUS, ids=IDS)
+def test_all_passes_reach_a_fixed_point(fn, args, wrt):
+    joint = _joint(fn, args, wrt)
+    expected = _run(joint, args)
+    optimized = optimize(joint, verify=True)
+    optimized.verify()
+    _assert_identical(_run(optimized, args), expected)
+    assert len(optimized.nodes) <= len(joint.nodes)
+    for run_pass in PASSES:
+        _, changed = run_pass(optimized)
+        assert not changed, run_pass.__name__
+
+
+# --- what each pass is for -------------------------------------------------------------------
+
+
+def _ops(graph: Graph) -> list[str]:
+    return [n.op.name for n in graph.nodes]
+
+
+def test_dce_drops_what_no_output_needs_but_keeps_guards_and_inputs():
+    joint = _joint(unused, (1.5, 0.5, np.ones(2)), [0])
+    assert "exp" in _ops(joint)
+    grads_only = joint.with_nodes(joint.nodes, joint.outputs[1:])
+    pruned, changed = dce(grads_only)
+    assert changed and "exp" not in _ops(pruned)
+    assert len(pruned.inputs) == 3 and all(n in pruned.nodes for n in pruned.inputs)
+
+    joint = _joint(duplicates, CORPUS[1][1], [0])
+    pruned, _ = dce(joint.with_nodes(joint.nodes, joint.outputs[1:]))
+    assert _ops(pruned).count("guard") == _ops(joint).count("guard") == 1
+
+
+def test_cse_merges_duplicates_but_not_guards():
+    joint = _joint(duplicates, CORPUS[1][1], [0, 1])
+    assert _ops(joint).count("sin") == 2
+    merged, changed = cse(joint)
+    assert changed and _ops(merged).count("sin") == 1
+    assert _ops(merged).count("guard") == 1
+
+    def twice_guarded(x):
+        if x > 0:
+            x = x * 2
+        if x > 0:
+            x = x * 3
+        return x
+
+    joint = _joint(twice_guarded, (1.0,), [0])
+    merged, _ = cse(joint)
+    assert _ops(merged).count("guard") == 2
+
+
+def _const(value) -> Node:
+    return Node(OPS["const"], (), {"value": value}, (aval_of(value),), role="const")
+
+
+def _input(value, index=0, name="x") -> Node:
+    return Node(OPS["input"], (), {"index": index}, (aval_of(value),), name=name, role="input")
+
+
+def test_fold_evaluates_constant_subgraphs_and_drops_identities():
+    x = _input(2.0)
+    two, three, one, zero = _const(2.0), _const(3.0), _const(1.0), _const(0.0)
+    six = Node(OPS["mul"], (two.out, three.out), {}, (aval_of(6.0),))
+    a = Node(OPS["mul"], (x.out, one.out), {}, (aval_of(1.0),))
+    b = Node(OPS["add"], (a.out, zero.out), {}, (aval_of(1.0),))
+    c = Node(OPS["mul"], (b.out, six.out), {}, (aval_of(1.0),))
+    graph = Graph([x, two, three, one, zero, six, a, b, c], [x], [c.out])
+    folded, changed = fold(graph)
+    assert changed
+    folded, _ = dce(folded)
+    folded.verify()
+    (node,) = [n for n in folded.nodes if n.op.name not in ("input", "const")]
+    assert node.op.name == "mul" and node.inputs[0].node is x
+    assert node.inputs[1].node.attrs["value"] == 6.0
+    assert _run(folded, (2.5,)) == _run(graph, (2.5,)) == (15.0,)
+
+
+def test_fold_keeps_operations_that_change_type_or_shape():
+    x = _input(np.ones(3))
+    one = _const(1.0)
+    m = Node(OPS["mul"], (one.out, x.out), {}, (aval_of(np.ones(3)),))
+    graph = Graph([x, one, m], [x], [m.out])
+    folded, _ = fold(graph)
+    assert folded.outputs[0].node is x  # 1.0 * array is the array
+    i = _input(3)
+    half = _const(1.0)
+    p = Node(OPS["mul"], (i.out, half.out), {}, (aval_of(3.0),))  # int * 1.0 is a float
+    graph = Graph([i, half, p], [i], [p.out])
+    folded, _ = fold(graph)
+    assert folded.outputs[0].node is not i
+    assert type(_run(folded, (3,))[0]) is float
+
+
+def _add_n(*nodes) -> Node:
+    refs = tuple(n.out for n in nodes)
+    return Node(OPS["add_n"], refs, {"uses": ()}, (aval_of(1.0),))
+
+
+def test_flatten_sums_merges_nested_sums_in_order():
+    a, b, c = _input(1.0, 0, "a"), _input(2.0, 1, "b"), _input(4.0, 2, "c")
+    inner = _add_n(a, b)
+    outer = _add_n(inner, c)
+    graph = Graph([a, b, c, inner, outer], [a, b, c], [outer.out])
+    flat, changed = flatten_sums(graph)
+    flat.verify()
+    assert changed
+    flat, _ = dce(flat)
+    (total,) = [n for n in flat.nodes if n.op.name == "add_n"]
+    assert [r.node for r in total.inputs] == [a, b, c]  # the order of the additions is kept
+    args = (0.1, 0.2, 0.3)
+    assert _run(flat, args) == _run(graph, args) == ((0.1 + 0.2) + 0.3,)
+
+
+def test_flatten_sums_leaves_a_shared_partial_sum_alone():
+    a, b, c = _input(1.0, 0, "a"), _input(2.0, 1, "b"), _input(4.0, 2, "c")
+    inner = _add_n(a, b)
+    outer = _add_n(inner, c)
+    graph = Graph([a, b, c, inner, outer], [a, b, c], [outer.out, inner.out])
+    same, changed = flatten_sums(graph)
+    assert not changed and same.nodes == graph.nodes
