@@ -530,10 +530,6 @@ def test_straight_through_estimator_uses_the_users_rule():
     assert np.array_equal(gradgen.grad(f)(x), w)  # floor's own derivative would give zeros
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ops/arith.py: floor is bound through dual(math.floor, np.floor), so np.floor of a traced "
-    "Python float records an int (math.floor) instead of NumPy's float64; the Function's "
-    "output is then not differentiable and its backward is silently skipped (gradient 0.0)"))
 def test_straight_through_on_a_python_float():
     def f(x):
         return StraightThrough.apply(x) * 3.0

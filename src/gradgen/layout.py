@@ -219,7 +219,7 @@ class _Printer:
         """Does the content fit, up to the first line break of the rest of the document?"""
         col = self.col
         pending = self.pending
-        todo = [c for c in reversed(cmds)]
+        todo = list(reversed(cmds))
         rest_at = len(rest)
         while True:
             if not todo:
@@ -295,7 +295,7 @@ class _Builder:
         self.parenthesized = _parenthesized_spans(source)
         self.ids = iter(range(1, 1 << 30))
 
-    def span(self, node) -> tuple[int, int]:
+    def span(self, node) -> tuple[int, int, int, int]:
         return node.lineno, node.col_offset, node.end_lineno, node.end_col_offset
 
     def is_parenthesized(self, node) -> bool:
@@ -645,15 +645,20 @@ def statement(line: str, indent: int = 0, comment: str = "", width: int = WIDTH)
     """``line`` (one statement, no indentation) laid out at ``indent`` levels the way ruff
     format would, without the indentation of its first line; ``comment`` (``# ...``) trails
     it. A line that fits is returned as it is."""
+    flat = line + (f"  {comment}" if comment else "")
     if fits(line, indent, comment, width):
-        return line + (f"  {comment}" if comment else "")
-    source = line.encode()
-    tree = ast.parse(source + b"\n    pass" if line.endswith(":") else source)
-    (stmt,) = tree.body
-    builder = _Builder(source)
-    suffix = Suffix(comment) if comment else None
-    doc = _statement_doc(stmt, builder, line, suffix)
-    return _print(doc, indent, width)
+        return flat
+    block = "\n    pass" if line.endswith(":") else ""
+    try:
+        tree = ast.parse(line + block)
+        builder = _Builder(line.encode())
+        doc = _statement_doc(tree.body[0], builder, line, Suffix(comment) if comment else None)
+        text = _print(doc, indent, width)
+    except (SyntaxError, ValueError):  # not a statement the layout knows: leave it long
+        return flat
+    if ast.dump(ast.parse(text + block)) != ast.dump(tree):  # pragma: no cover - a layout bug
+        return flat
+    return text
 
 
 def _print(doc, indent: int, width: int) -> str:

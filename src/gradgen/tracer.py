@@ -393,7 +393,7 @@ class Tracer:
         if handler is None or kwargs:
             extra = f" with {', '.join(kwargs)}=" if kwargs and handler else ""
             raise _unsupported(f"np.{ufunc.__name__}{extra} has no gradient rule in gradgen")
-        return handler(*inputs)
+        return handler(*_numpy_scalars(inputs))
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
@@ -439,6 +439,17 @@ class Tracer:
 
     def conj(self):
         return self
+
+
+def _numpy_scalars(inputs) -> tuple:
+    """A ufunc of Python numbers computes in NumPy and returns a NumPy scalar (np.sign(0.5) is
+    np.float64(1.0), where the math-style rule of a Python float gives the int 1): traced
+    Python numbers become NumPy scalars first, so the op traces what NumPy computes."""
+    if not all(type(x) in (float, int, bool) or (isinstance(x, Tracer) and x.aval.py)
+               for x in inputs):
+        return inputs
+    return tuple(OPS["cast"](x, dtype=x.aval.dtype.name) if isinstance(x, Tracer) else x
+                 for x in inputs)
 
 
 # NumPy functions that only look at a value's shape: answered from the traced value.

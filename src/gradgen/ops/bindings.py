@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperation
 from ..source import current_loc
-from . import arith, arrays, elementwise
+from . import arith, arrays, core, elementwise
 from .registry import BOUND
 
 
@@ -105,6 +105,21 @@ def _positive(x):
     return x
 
 
+def _numpy_rounding(op):
+    """np.floor of a Python float is a NumPy float, where math.floor gives an int: make the
+    operand a NumPy scalar first so the traced value has NumPy's type."""
+
+    def handler(x):
+        aval = getattr(x, "aval", None)
+        if aval is not None and aval.py is not None:
+            x = core.cast(x, dtype="float64")
+        elif isinstance(x, float | int):
+            x = np.float64(x)
+        return op(x)
+
+    return handler
+
+
 def _math_log(x, base=None):
     if base is None:
         return elementwise.log(x)
@@ -123,8 +138,10 @@ BOUND.update({
     np.add: arith.add, np.subtract: arith.sub, np.multiply: arith.mul,
     np.divide: arith.div, np.power: arith.pow_, np.negative: arith.neg,
     np.positive: _positive, np.absolute: arith.abs_, np.floor_divide: arith.floordiv,
-    np.remainder: arith.mod, np.floor: arith.floor, np.ceil: arith.ceil, np.trunc: arith.trunc,
-    np.rint: arith.round_, np.maximum: arith.maximum, np.minimum: arith.minimum,
+    np.remainder: arith.mod, np.floor: _numpy_rounding(arith.floor),
+    np.ceil: _numpy_rounding(arith.ceil), np.trunc: _numpy_rounding(arith.trunc),
+    np.rint: _numpy_rounding(arith.round_), np.maximum: arith.maximum,
+    np.minimum: arith.minimum,
     np.less: arith.lt, np.less_equal: arith.le, np.greater: arith.gt,
     np.greater_equal: arith.ge, np.equal: arith.eq, np.not_equal: arith.ne,
     # array functions
