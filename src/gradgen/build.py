@@ -15,7 +15,7 @@ from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
 from .ops import OPS
 from .ops.core import literal
-from .optimize import optimize
+from .optimize import dce, optimize
 from .pytree import LEAF, TreeDef, format_structure
 from .reverse import reverse
 from .tracing import Leaf, flatten_arguments, function_loc, parameter_names, trace_function
@@ -285,7 +285,8 @@ def build(fn, args, request: Request, command: str | None = None,
             grad_tree = TreeDef("tuple", (), (grad_tree, extra))
             grad_items = grad_items + list(range(first, first + len(names_wanted)))
             grads_text += f" and the adjoints of {', '.join(request.intermediates)}"
-        g_only = optimize(full.with_nodes(full.nodes, full.outputs[1:]))
+        # ``full`` is already optimized: dropping the value output only leaves dead code
+        g_only, _ = dce(full.with_nodes(full.nodes, full.outputs[1:]))
         shifted = [i - 1 if isinstance(i, int) else i for i in grad_items]
         specs.append(FunctionSpec(
             f"{fname}_grad", list(names), g_only, (grad_tree, shifted),

@@ -46,8 +46,15 @@ class Aval:
         return f"{short}[{','.join(map(str, self.shape))}]"
 
 
+_PY_AVALS = {float: Aval((), np.dtype(np.float64), float), int: Aval((), np.dtype(np.int64), int),
+             bool: Aval((), np.dtype(bool), bool)}
+
+
 def aval_of(value: Any) -> Aval:
     """The Aval of a concrete value; raises TypeError for values that are not numeric."""
+    exact = _PY_AVALS.get(type(value))
+    if exact is not None:  # the common case of scalar code: no isinstance chain
+        return exact
     if isinstance(value, np.ndarray | np.generic):
         if value.dtype.kind not in "biuf":
             raise TypeError(f"unsupported dtype {value.dtype}")

@@ -47,6 +47,8 @@ SOFT, SPACE, HARD = _Line("soft"), _Line("soft_or_space"), _Line("hard")
 
 
 def text_width(text: str) -> int:
+    if text.isascii():  # nearly always: one column per character
+        return len(text)
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 

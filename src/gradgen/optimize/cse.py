@@ -25,7 +25,12 @@ def _hashable(value):
 
 def _key(node: Node):
     inputs = tuple((r.node.serial, r.index) for r in node.inputs)
-    return (node.op.name, inputs, _hashable(node.attrs))
+    attrs = node.attrs
+    if not attrs:  # most nodes: skip the generic (slow) attribute hashing
+        return (node.op.name, inputs)
+    if node.op.name == "const" and len(attrs) == 1 and type(attrs["value"]) in (int, bool):
+        return ("const", type(attrs["value"]), attrs["value"])
+    return (node.op.name, inputs, _hashable(attrs))
 
 
 def cse(graph: Graph) -> tuple[Graph, bool]:
