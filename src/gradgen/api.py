@@ -66,6 +66,21 @@ def _leaf_key(value):
     return ("static", type(value), value)
 
 
+def _plain_key(args) -> tuple | None:
+    """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
+    for anything else (pytrees, static values, tracers), which takes the full key."""
+    key = []
+    for value in args:
+        kind = type(value)
+        if kind is float or kind is int or kind is bool:
+            key.append(kind)
+        elif kind is np.ndarray:
+            key.append((value.shape, value.dtype))
+        else:
+            return None
+    return tuple(key)
+
+
 def _signature_key(args) -> tuple:
     """Types, shapes and dtypes of every leaf, and the structure of every argument: two calls
     with the same key can share compiled code (guards decide the rest)."""
@@ -110,14 +125,24 @@ class GradFunction:
         self.request = Request(self.argnums, self.as_tuple, tuple(intermediates),
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
-        self.source: str | None = None
+        self._last: _Path | None = None
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
+        # The hot path: plain numbers and arrays, a signature seen before, its last good path.
+        key = None if kwargs else _plain_key(args)
+        if key is not None and not in_trace():
+            paths = self._paths.get(key)
+            if paths:
+                path = self._last = paths[0]
+                try:
+                    return path.call(*args)
+                except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
+                    pass
         args = _bind_arguments(self.fn, args, kwargs)
         if _has_tracer(args) or in_trace():  # under an outer trace f may close over tracers
             return self._inline(args)
-        key = _signature_key(args)
+        key = _plain_key(args) or _signature_key(args)
         paths = self._paths.setdefault(key, [])
         for i, path in enumerate(paths):
             try:
@@ -130,12 +155,11 @@ class GradFunction:
                 raise _runtime_error(e, path.built) from e
             if i:
                 paths.insert(0, paths.pop(i))
-            self.source = path.built.source
+            self._last = path
             return result
-        path = self._compile(args)
+        path = self._last = self._compile(args)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
-        self.source = path.built.source
         try:
             return path.call(*args)
         except path.non_finite as e:
@@ -146,6 +170,11 @@ class GradFunction:
             raise GradgenError(
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
                 "the function is not deterministic", function_loc(self.fn)) from None
+
+    @property
+    def source(self) -> str | None:
+        """The emitted module of the path the last call ran (None before the first call)."""
+        return self._last.built.source if self._last is not None else None
 
     def _build(self, args) -> Built:
         if self.kind in ("jacobian", "hessian"):

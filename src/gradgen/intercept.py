@@ -9,7 +9,7 @@ import sys
 import types
 
 from .errors import UnsupportedOperation
-from .ops.registry import BOUND
+from .ops.registry import BOUND, OPS
 from .source import current_loc
 from .tracer import Tracer
 
@@ -29,12 +29,20 @@ def _traced_math_function(name: str, fn):
                 f"math.{name} has no gradient rule in gradgen", current_loc(),
                 "add a rule with gradgen.ops.registry.defop or wrap the code in a "
                 "gradgen.Function with a backward")
-        return handler(*args, **kwargs)
+        return handler(*(_as_math_sees(a) for a in args), **kwargs)
 
     traced.__name__ = name
     traced.__qualname__ = f"math.{name}"
     traced.__wrapped__ = fn
     return traced
+
+
+def _as_math_sees(x):
+    """math functions compute on float(x): a traced NumPy float scalar becomes a Python float,
+    so math.sin(np.float64) traces math.sin's value and type, as it runs untraced."""
+    if isinstance(x, Tracer) and x.aval.py is None and x.aval.shape == () and x.aval.is_float:
+        return OPS["cast"](x, dtype="float")
+    return x
 
 
 def _make_math_proxy() -> types.ModuleType:

@@ -91,7 +91,10 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
-            grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
+            # a copy belongs to the line that made the gradient, never to grad's caller
+            loc = g.ref.node.loc if isinstance(g, Tracer) else None
+            with at_loc(loc or graph.meta.get("loc")):
+                grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
     joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
     return joint
@@ -179,12 +182,27 @@ def _combine(entries, node: Node):
             g = first
         else:
             uses = tuple(str(e[2].loc) for e in entries if e[2].loc is not None)
-            g = add_n(*(e[1] for e in entries), uses=uses)
+            partial = f"grad_{node.name}_partial" if node.name else None
+            g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
         if node.name and not is_own_seed and isinstance(g, Tracer):
             g = adjoint(g)
             g.ref.node.name = f"grad_{node.name}"
     return g
+
+
+MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
+
+
+def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
+    """``t1 + t2 + ... + tk`` left to right. Past MAX_FUSED_TERMS the running sum becomes the
+    first term of the next add_n: the same additions in the same order, in statements a
+    reader (and Python's compiler) can take in."""
+    total = add_n(*terms[:MAX_FUSED_TERMS], uses=uses)
+    for start in range(MAX_FUSED_TERMS, len(terms), MAX_FUSED_TERMS - 1):
+        total.ref.node.name = partial_name
+        total = add_n(total, *terms[start:start + MAX_FUSED_TERMS - 1], uses=())
+    return total
 
 
 def _owned(trace: Trace, g):

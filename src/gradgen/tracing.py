@@ -17,20 +17,35 @@ from .source import SourceLoc, is_user_file, line_table
 from .tracer import Trace, Tracer
 
 
+class _FrameNames:
+    """Per user frame: the line running now, and finished assignment lines not yet matched
+    with the values they bound."""
+
+    __slots__ = ("finished", "first", "line", "targets")
+
+    def __init__(self):
+        self.line = None
+        self.first = 0
+        self.finished: list[tuple[tuple[str, ...], int, int]] = []
+        self.targets: set[str] = set()
+
+
 class BindingObserver:
     """Learns which value each assignment bound, by watching the user's frames line by line.
 
-    When a user line finishes (the frame reports its next line, or returns), every target the
-    line assigns is looked up in the frame's locals; a tracer created during that line gets the
-    target as its name. Outer frames finish later and win, so ``y = helper(x)`` names the
-    value ``y``. Installed only when no other tracer (debugger, coverage) is active; without
-    it names fall back gracefully and gradients are unaffected.
+    A finished assignment line is remembered with the serial numbers of the nodes created while
+    it ran. The frame's locals are read (one snapshot, as Python 3.11 copies them all) only when
+    a remembered target is about to be assigned again, or when the frame returns; a tracer
+    created during that line then gets the target as its name. So straight-line code costs one
+    snapshot, and a loop one per iteration. Outer frames finish later and win, so
+    ``y = helper(x)`` names the value ``y``. Installed only when no other tracer (debugger,
+    coverage) is active; without it names fall back gracefully and gradients are unaffected.
     """
 
     _active: BindingObserver | None = None
 
     def __init__(self):
-        self.pending: dict[types.FrameType, tuple[int, int]] = {}
+        self.frames: dict[types.FrameType, _FrameNames] = {}
         self.installed = False
 
     def __enter__(self):
@@ -44,7 +59,7 @@ class BindingObserver:
         if self.installed:
             sys.settrace(None)
             BindingObserver._active = None
-            self.pending.clear()
+            self.frames.clear()
 
     def _on_call(self, frame, event, arg):
         if is_user_file(frame.f_code.co_filename):
@@ -52,26 +67,41 @@ class BindingObserver:
         return None
 
     def _on_event(self, frame, event, arg):
-        if event == "line" or event == "return":
-            started = self.pending.pop(frame, None)
-            if started is not None:
-                self._bind(frame, *started)
-            if event == "line":
-                self.pending[frame] = (frame.f_lineno, SERIALS.peek)
+        if event != "line" and event != "return":
+            return self._on_event
+        state = self.frames.get(frame)
+        if state is None:
+            state = self.frames[frame] = _FrameNames()
+        table = line_table(frame.f_code.co_filename)
+        if state.line is not None:  # the previous line of this frame has finished
+            info = table.get(state.line)
+            if info is not None and info.targets:
+                state.finished.append((info.targets, state.first, SERIALS.peek))
+                state.targets.update(info.targets)
+        if event == "return":
+            self._resolve(frame, state)
+            del self.frames[frame]
+            return self._on_event
+        info = table.get(frame.f_lineno)
+        if info is not None and state.targets.intersection(info.targets):
+            self._resolve(frame, state)  # before this line binds one of the names again
+        state.line, state.first = frame.f_lineno, SERIALS.peek
         return self._on_event
 
     @staticmethod
-    def _bind(frame, line: int, first_serial: int) -> None:
-        info = line_table(frame.f_code.co_filename).get(line)
-        if info is None or not info.targets:
+    def _resolve(frame, state: _FrameNames) -> None:
+        if not state.finished:
             return
         local_values = frame.f_locals
-        for name in info.targets:
-            value = local_values.get(name)
-            if isinstance(value, Tracer):
-                node = value.ref.node
-                if node.serial >= first_serial and node.role == "fwd":
-                    node.name = name
+        for targets, first, end in state.finished:
+            for name in targets:
+                value = local_values.get(name)
+                if isinstance(value, Tracer):
+                    node = value.ref.node
+                    if first <= node.serial < end and node.role == "fwd":
+                        node.name = name
+        state.finished.clear()
+        state.targets.clear()
 
 
 def parameter_names(fn, n: int) -> list[str]:

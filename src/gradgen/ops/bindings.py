@@ -120,6 +120,13 @@ def _numpy_rounding(op):
     return handler
 
 
+def _round(a, decimals=0, out=None):
+    if decimals != 0 or out is not None:
+        _refuse("np.round with decimals= or out= has no gradient rule in gradgen",
+                "np.round(x * 100) / 100 is what np.round(x, 2) computes")
+    return BOUND[np.rint](a)  # both round halves to even
+
+
 def _math_log(x, base=None):
     if base is None:
         return elementwise.log(x)
@@ -147,7 +154,7 @@ BOUND.update({
     # array functions
     np.sum: _reduction(arrays.sum_, "sum"), np.mean: _reduction(arrays.mean, "mean"),
     np.dot: _dot, np.linalg.norm: _norm, np.reshape: _reshape, np.transpose: _transpose,
-    np.outer: _outer, np.broadcast_to: _broadcast_to,
+    np.outer: _outer, np.broadcast_to: _broadcast_to, np.round: _round,
     # math functions that need an adapter
     math.log: _math_log, math.hypot: _math_hypot, math.floor: arith.floor,
     math.ceil: arith.ceil, math.trunc: arith.trunc,

@@ -124,11 +124,15 @@ copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
 
 
 def _cast(x, dtype):
+    if dtype == "float":  # a Python float, as math functions see a NumPy scalar
+        return float(x)
     return np.asarray(x).astype(dtype)[()] if np.ndim(x) == 0 else x.astype(dtype)
 
 
 def _print_cast(node, args):
     dtype = node.attrs["dtype"]
+    if dtype == "float":
+        return Expr(f"float({args[0].text})")
     if node.aval.shape == ():
         return Expr(f"np.{dtype}({args[0].text})")
     return method(f".astype(np.{dtype})")(node, args)
@@ -140,9 +144,12 @@ def _cast_back(g, ans, x, dtype):
     return cast(g, dtype=np.result_type(tracer_value(x)).name)
 
 
-# A dtype change, inserted by reverse mode where a contribution's dtype differs from its input.
+# A dtype change, inserted by reverse mode where a contribution's dtype differs from its input,
+# and by the tracer where NumPy or math would change a scalar's kind (dtype "float": a Python
+# float, as math.sin sees np.float64; a NumPy dtype for a ufunc of Python numbers).
 cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
              domain=Domain((REALS,), cases=((((3,),), {"dtype": "float32"}),
                                             (((3,),), {"dtype": "float64"}),
-                                            (((),), {"dtype": "float32"}))),
+                                            (((),), {"dtype": "float32"}),
+                                            (((),), {"dtype": "float"}))),
              rule_text=("the cotangent is cast back",))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..ops.core import add_n
+from ..reverse import MAX_FUSED_TERMS
 from .rewrite import Rewriter
 
 
@@ -16,7 +17,8 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
         new = rw.rebuilt(node)
         first = node.inputs[0].node if node.inputs else None
         if (node.op is add_n and first is not None and first.op is add_n
-                and uses[first] == 1 and first.aval == node.aval):
+                and uses[first] == 1 and first.aval == node.aval
+                and len(first.inputs) + len(node.inputs) - 1 <= MAX_FUSED_TERMS):
             inner = rw.resolve(first.out).node
             merged = new.with_inputs(inner.inputs + new.inputs[1:])
             merged.attrs = dict(new.attrs, uses=inner.attrs.get("uses", ()) + new.attrs.get(

@@ -58,6 +58,18 @@ def _identity(node: Node) -> Ref | None:
     return None
 
 
+def _owned_by_caller(ref: Ref) -> bool:
+    """Is ``ref`` an argument's, a constant's or the seed's own array, or a view of one?
+    Returning it would hand the caller an alias where ``-(-x)`` or ``x * 1`` is a new value
+    (and a 0-d array where NumPy computes a scalar)."""
+    if ref.aval.py is not None:  # Python numbers are immutable
+        return False
+    node = ref.node
+    while node.op.extra.get("view"):
+        node = node.inputs[0].node
+    return node.op.name in ("input", "const", "seed")
+
+
 def _unbroadcast(node: Node) -> Node | None:
     """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``: NumPy broadcasts anyway."""
     if not node.op.elementwise or len(node.inputs) != 2:
@@ -73,12 +85,21 @@ def _unbroadcast(node: Node) -> Node | None:
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
     rw = Rewriter(graph)
+    outputs = set()  # what the caller gets back, seen through adjoint (an identity with a name)
+    for ref in graph.outputs:
+        node = ref.node
+        outputs.add(node)
+        while node.op.name == "adjoint":
+            node = node.inputs[0].node
+            outputs.add(node)
     for node in graph.nodes:
         new = rw.rebuilt(node)
         if node.op.name in _KEEP or node.op.n_out != 1:
             rw.keep(new)
             continue
         same = _identity(new)
+        if same is not None and node in outputs and _owned_by_caller(same):
+            same = None
         if same is not None:
             rw.replace(node, same)
             if new.name and same.node.name is None and same.node.role == new.role:
