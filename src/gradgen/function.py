@@ -20,6 +20,7 @@ from .ops.core import cast
 from .ops.registry import defop
 from .source import SourceLoc
 from .tracer import Tracer, at_loc, bind, tracer_value
+from .tracing import parameter_names
 
 _calls = itertools.count(1)
 
@@ -153,7 +154,7 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
     ctx = Context()
     vars(ctx).update(first.attrs["ctx_extras"].values)
     ctx._saved = tuple(_value_for(trace, r) for r in saved_refs)
-    params = _grad_parameter_names(cls, n_out)
+    params = parameter_names(cls.backward, n_out, skip=1)
     described = ", ".join(_describe_gradient(params[s.attrs["index"]], s) for s in siblings)
     banner = _Banner(f"{cls.__name__}.backward: {described}")
     with at_loc(None, (banner, 0)):
@@ -204,20 +205,3 @@ def _zeros_like(value):
     if isinstance(value, np.ndarray | np.generic):
         return np.zeros_like(value)
     return 0.0
-
-
-def _grad_parameter_names(cls, n_out: int) -> list[str]:
-    try:
-        params = list(inspect.signature(cls.backward).parameters.values())[1:]
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(n_out):
-        if i < len(params) and params[i].kind != params[i].VAR_POSITIONAL:
-            names.append(params[i].name)
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            names.append(f"{params[-1].name}[{i}]")
-        else:
-            names.append(f"grad_output[{i}]")
-    return names
-

@@ -104,9 +104,11 @@ class BindingObserver:
         state.targets.clear()
 
 
-def parameter_names(fn, n: int) -> list[str]:
+def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
+    """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
+    e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(inspect.signature(fn).parameters.values())[skip:]
     except (TypeError, ValueError):
         params = []
     names = []

@@ -1,0 +1,184 @@
+"""gradgen.check: every example and every corpus function is proved or confirmed; a wrong
+custom backward and a broken rule are caught and named; check_finite names the line whose
+derivative is not finite."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import gradgen
+from gradgen.check import check
+from gradgen.ops.registry import OPS, Domain, call, defop
+
+from .conftest import load_example, run_emitted
+from .test_emitted_style import CORPUS
+
+# --- every example ---------------------------------------------------------------------------
+
+EXAMPLES = [
+    ("square_plus", (2.0,), 0),
+    ("reused_value", (2.0,), 0),
+    ("add_mul", (2.0, 3.0, 4.0), (0, 1, 2)),
+    ("sine", (0.5,), 0),
+    ("doubling", (np.array([0.3, -0.2, 0.5]),), 0),
+    ("double_triple", (3.0,), 0),
+    ("softplus", (np.array([0.5, -1.0, 2.0]),), 0),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "argnums"), EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_every_example_is_proved_or_confirmed(name, args, argnums):
+    report = check(load_example(name).f, *args, argnums=argnums)
+    assert report.results
+    for result in report.results:
+        assert result.method in ("proved", "sympy", "finite differences")
+        assert result.max_rel_error < 1e-6 or result.max_abs_error < 1e-9
+        assert result.points >= 2
+
+
+def test_the_forum_examples_are_proved_symbolically():
+    for name, args, argnums in EXAMPLES[:4]:
+        report = check(load_example(name).f, *args, argnums=argnums)
+        assert {r.method for r in report.results} == {"proved"}, name
+
+
+def test_mm_example_checked_through_a_scalar_of_its_output():
+    f = load_example("mm").f
+
+    def loss(x, M):
+        return np.sum(f(x, M) * np.array([[1.0, 2.0]]))
+
+    report = check(loss, np.array([[2.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]),
+                   argnums=(0, 1))
+    assert [r.name for r in report.results] == ["x", "M"]
+
+
+# --- every function of the tests' corpus -------------------------------------------------------
+
+
+def _scalar_corpus():
+    for name, fn, args, kwargs in CORPUS:
+        if kwargs.get("vjp"):
+            continue  # a vector output: its pullback is checked in test_vjp.py
+        yield pytest.param(fn, args, kwargs.get("argnums", 0), id=name)
+
+
+@pytest.mark.parametrize(("fn", "args", "argnums"), list(_scalar_corpus()))
+def test_every_corpus_function_is_proved_or_confirmed(fn, args, argnums):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report = check(fn, *args, argnums=argnums, points=3)
+    for result in report.results:
+        ok = result.max_rel_error < 1e-5 or result.max_abs_error < 1e-8
+        assert ok, f"{result.name}: {result.method} {result.max_abs_error} {result.max_rel_error}"
+
+
+# --- mismatches are caught and named -------------------------------------------------------------
+
+
+class WrongCube(gradgen.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_values
+        return g * 2 * x**2  # should be 3 * x**2
+
+
+def test_a_wrong_custom_backward_is_named_with_its_line():
+    def f(x):
+        return np.sum(WrongCube.apply(x) + np.sin(x))
+
+    with pytest.raises(gradgen.GradientMismatch) as info:
+        check(f, np.array([0.5, 1.5]))
+    message = str(info.value)
+    assert "WrongCube.backward" in message
+    assert f"test_check.py:{WrongCube.backward.__code__.co_firstlineno + 1}" in message  # def
+    assert isinstance(info.value, AssertionError)
+    assert info.value.report.results[0].name == "x"
+
+
+def test_a_deliberately_broken_rule_is_named():
+    # a test-only row: the VJP of "cube" claims 2u**2 instead of 3u**2
+    cube = OPS.get("test_only_cube") or defop(
+        "test_only_cube", lambda x: x**3, call(None, "cube"),
+        vjp=(lambda g, ans, x: g * 2 * x * x,), sympy=lambda x: x**3,
+        domain=Domain(((0.5, 2.0),)), elementwise=True)
+    try:
+        def f(x):
+            y = cube(x) + x
+            return y * 2.0
+
+        with pytest.raises(gradgen.GradientMismatch) as info:
+            check(f, 1.3)
+        message = str(info.value)
+        assert "op test_only_cube" in message
+        assert "test_check.py:" in message
+    finally:
+        OPS.pop("test_only_cube", None)
+
+
+def test_a_correct_rule_at_the_same_place_is_not_blamed():
+    def f(x):
+        return math.sin(x) ** 3 + x
+
+    assert {r.method for r in check(f, 1.3).results} == {"proved"}
+
+
+def test_a_two_argument_product_is_proved_for_both_arguments():
+    report = check(lambda x, y: x * y + x / y, 2.0, 3.0, argnums=(0, 1))
+    assert [r.method for r in report.results] == ["proved", "proved"]
+
+
+def test_large_arrays_use_finite_differences_along_random_directions():
+    def f(x):
+        return np.sum(np.tanh(x) * x)
+
+    report = check(f, np.linspace(0.1, 1.0, 100))
+    assert report.results[0].method == "finite differences"
+    assert report.results[0].max_rel_error < 1e-5
+    assert "finite differences" in report.table()
+
+
+# --- check_finite ----------------------------------------------------------------------------------
+
+
+def test_check_finite_names_the_softplus_line():
+    f = load_example("softplus").f
+    df = gradgen.grad(f, check_finite=True)
+    assert np.allclose(df(np.array([1.0])), 1 / (1 + np.exp(-1.0)))
+    for x in (np.array([100.0], dtype=np.float32), np.array([1000.0])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            with pytest.raises(gradgen.GradgenError) as info:
+                df(x)
+        message = str(info.value)
+        assert message.startswith("softplus.py:6:")
+        assert "np.log(1 + np.exp(x))" in message
+        assert "not finite" in message
+
+
+def test_check_finite_is_free_when_off():
+    f = load_example("softplus").f
+    off = gradgen.emit(f, np.array([1.0]))
+    on = gradgen.emit(f, np.array([1.0]), check_finite=True)
+    assert "isfinite" not in off and "NonFiniteGradient" not in off
+    assert "NonFiniteGradient" in on
+
+
+def test_check_finite_module_raises_its_own_error():
+    f = load_example("softplus").f
+    module = run_emitted(gradgen.emit(f, np.array([1.0]), check_finite=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(module["NonFiniteGradient"]) as info:
+            module["f_grad"](np.array([1000.0]))
+    assert "softplus.py:6" in str(info.value)
+    assert issubclass(module["NonFiniteGradient"], ArithmeticError)
