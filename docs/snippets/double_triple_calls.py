@@ -16,7 +16,7 @@ class Recording(DoubleTriple):
 
 
 def f(a):
-    b, c = Recording.apply(a)
+    b, c = Recording.apply(a)  # noqa: RUF059 - c is unused on purpose
     return b
 
 

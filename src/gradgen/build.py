@@ -17,7 +17,7 @@ from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
 from .ops import OPS
 from .ops.core import literal
-from .optimize import dce, optimize
+from .optimize import dce, optimize, own_outputs
 from .pytree import LEAF, TreeDef, format_structure
 from .reverse import reverse
 from .tracing import Leaf, flatten_arguments, function_loc, parameter_names, trace_function
@@ -241,7 +241,8 @@ def build(fn, args, request: Request, command: str | None = None,
     outputs = list(joint.outputs)
     names_wanted = _intermediate_refs(forward, joint, request.intermediates, fn)
     outputs += names_wanted
-    full = optimize(joint.with_nodes(joint.nodes, outputs))
+    full = own_outputs(optimize(joint.with_nodes(joint.nodes, outputs)),
+                       range(n_out, len(outputs)))
 
     fname = forward.meta["fname"]
     names = forward.meta["arg_names"]
@@ -451,7 +452,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
                 stacked = stack(*parts, axis=0)
                 results.append(reshape(stacked, shape=out.aval.shape + tuple(in_shape)).ref)
     graph = Graph(trace.nodes, trace.inputs, results, dict(joint.meta, values=trace.values))
-    full = optimize(graph)
+    full = own_outputs(optimize(graph), range(len(results)))
 
     fname = forward.meta["fname"]
     kind = "hessian" if hessian else "jacobian"

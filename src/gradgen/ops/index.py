@@ -105,7 +105,8 @@ getitem = defop(
                                           dtype=np.result_type(_value(x)).name, index=index),),
     sympy=lambda x, index: x[real_index(index)],
     domain=Domain((REALS,), cases=_INDEX_CASES),
-    rule_text=("the cotangent is placed back at the index, zeros elsewhere",))
+    rule_text=("the cotangent is placed back at the index, zeros elsewhere",),
+    extra={"view": True})  # basic indexing: a view of x, never a new array
 
 scatter = defop(
     "scatter", _scatter_value, _print_scatter,

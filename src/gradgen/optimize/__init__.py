@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from ..ir import Graph
+import numpy as np
+
+from ..ir import Graph, Node, Ref
+from ..ops import OPS
 from .accumulate import flatten_sums
 from .cse import cse
 from .dce import dce
@@ -28,4 +31,45 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     return graph
 
 
-__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize"]
+def own_outputs(graph: Graph, positions) -> Graph:
+    """The outputs at ``positions`` (gradients) as arrays the caller may mutate. After the
+    passes one may be an argument, a constant or the seed, a read-only view, or share memory
+    with an earlier one (CSE gives x and y of ``x + y`` one cotangent): it gets a copy. Each
+    output's views are replayed on one stand-in array per computed value, so NumPy says
+    which of them overlap (``g[0]`` and ``g[1]`` do not)."""
+    outputs, nodes = list(graph.outputs), list(graph.nodes)
+    values = graph.meta.get("values") or {}
+    stand_ins: dict[Ref, np.ndarray] = {}
+    handed_out: list[np.ndarray] = []
+    for i in positions:
+        ref = outputs[i]
+        if ref.aval.py is not None or isinstance(values.get(ref.node), np.generic):
+            continue  # Python numbers and NumPy scalars are immutable
+        views, base = [], ref
+        while base.node.op.name == "adjoint" or base.node.op.extra.get("view"):
+            if base.node.op.name != "adjoint":
+                views.append(base.node)
+            base = base.node.inputs[0]
+        own = base.node.op.name not in ("input", "const", "seed")
+        if own:
+            array = stand_ins.setdefault(base, np.empty(base.aval.shape, base.aval.dtype))
+            for view in reversed(views):
+                array = view.op.impl(array, **view.attrs)
+            if not isinstance(array, np.ndarray):  # x[i, j] of an array: a NumPy scalar
+                continue
+            own = array.flags.writeable and not any(
+                np.may_share_memory(array, other) for other in handed_out)
+            if own:
+                handed_out.append(array)
+        if not own:
+            copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
+            if ref.node in values:
+                values[copy] = OPS["copy"].impl(values[ref.node])
+            nodes.append(copy)
+            outputs[i] = copy.out
+    if outputs == graph.outputs:
+        return graph
+    return graph.with_nodes(nodes, outputs)
+
+
+__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs"]
