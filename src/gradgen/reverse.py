@@ -11,7 +11,7 @@ from .function import function_groups, pull_back_function
 from .ir import Graph, Node, Ref
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
-from .ops.core import _seed_value, add_n, adjoint, cast, copy
+from .ops.core import _seed_value, add_n, adjoint, cast
 from .tracer import Trace, Tracer, at_loc, tracer_value
 
 
@@ -94,7 +94,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             # a copy belongs to the line that made the gradient, never to grad's caller
             loc = g.ref.node.loc if isinstance(g, Tracer) else None
             with at_loc(loc or graph.meta.get("loc")):
-                grads.append(_owned(trace, g) if g is not None else _zeros(trace, inp))
+                grads.append(_as_tracer(trace, g) if g is not None else _zeros(trace, inp))
     joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
     return joint
@@ -205,20 +205,10 @@ def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
     return total
 
 
-def _owned(trace: Trace, g):
-    """A gradient the caller may mutate: never a view of, or the same array as, another value."""
-    if not isinstance(g, Tracer):
-        g = Tracer(trace, trace.const(g), g)
-    if not isinstance(g.value, np.ndarray):
-        return g
-    base = g.ref.node
-    while base.op.name == "adjoint" or base.op.extra.get("view"):
-        if base.op.extra.get("view") == "readonly":
-            return copy(g)
-        base = base.inputs[0].node
-    if base.op.name in ("input", "const", "seed"):
-        return copy(g)
-    return g
+def _as_tracer(trace: Trace, g):
+    """A gradient as a node of the joint graph (a constant one when nothing traced reached it).
+    Whether the caller may mutate it is settled once, after optimization: own_outputs."""
+    return g if isinstance(g, Tracer) else Tracer(trace, trace.const(g), g)
 
 
 def _zeros(trace: Trace, inp: Node):
