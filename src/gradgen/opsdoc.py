@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .ops import BOUND, OPS
+from .ops.registry import CALLED_AS, callable_name
 
 _STRUCTURAL = {"input", "const", "guard", "seed", "function_output"}
 # Python syntax and builtins that reach an op without a bound callable.
@@ -10,26 +11,6 @@ _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`"
            "abs": "`abs()`", "matmul": "`@`", "mod": "`%`", "floordiv": "`//`", "round": "`round()`",
            "lt": "`<`", "le": "`<=`", "gt": "`>`", "ge": "`>=`", "eq": "`==`", "ne": "`!=`",
            "trunc": "`int()`"}
-# Adapters in ops/bindings.py route these callables to ops with some argument handling.
-_ADAPTED = {"sum": ["np.sum", "x.sum()"], "mean": ["np.mean", "x.mean()"],
-            "matmul": ["np.dot"], "norm": ["np.linalg.norm"], "reshape": ["np.reshape",
-            "x.reshape()"], "transpose": ["np.transpose", "x.T"], "outer": ["np.outer"],
-            "broadcast_to": ["np.broadcast_to"], "log": ["math.log", "math.log(x, base)"],
-            "hypot": ["math.hypot"]}
-
-
-def _callable_name(target) -> str:
-    if isinstance(target, str):
-        return target
-    module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__name__", repr(target))
-    if module == "math":
-        return f"math.{name}"
-    if "linalg" in module:
-        return f"np.linalg.{name}"
-    return f"np.{name}"
-
-
 def render_ops_markdown() -> str:
     lines = [
         "# Supported operations",
@@ -46,8 +27,8 @@ def render_ops_markdown() -> str:
         op = OPS[name]
         if name in _STRUCTURAL:
             continue
-        names = {f"`{_callable_name(t)}`" for t, target in BOUND.items() if target is op}
-        names.update(f"`{n}`" for n in _ADAPTED.get(name, ()))
+        names = {f"`{callable_name(t)}`" for t, target in BOUND.items() if target is op}
+        names.update(f"`{n}`" for n in CALLED_AS.get(name, ()))
         called = ", ".join(([_SYNTAX[name]] if name in _SYNTAX else []) + sorted(names))
         called = called or "internal (inserted by reverse mode)"
         if op.nondiff:

@@ -1,7 +1,7 @@
 """The rule table, by family. Importing this package registers every op."""
 
-from . import arith, arrays, bindings, core, elementwise, index
-from .registry import BOUND, OPS, Domain, Op, defop
+from . import arith, arrays, bindings, core, elementwise, index, linalg, reduce, shape
+from .registry import BOUND, OPS, Domain, Op, defop, route
 
 __all__ = [
     "BOUND",
@@ -15,4 +15,8 @@ __all__ = [
     "defop",
     "elementwise",
     "index",
+    "linalg",
+    "reduce",
+    "route",
+    "shape",
 ]

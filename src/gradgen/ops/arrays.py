@@ -1,13 +1,11 @@
-"""Array ops: reductions, shape changes and linear algebra, with their VJPs."""
+"""Array plumbing every family builds on: sum, broadcast_to, reshape, transpose, sum_to."""
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-from ._sym import sp
-from .registry import PREC_MUL, Domain, Expr, defop, infix, method
+from .adapt import normalize_axis, refuse
+from .registry import Domain, Expr, defop, method, route
 
 REALS = (-2.0, 2.0)
 
@@ -77,18 +75,6 @@ sum_ = defop(
     domain=Domain((REALS,), cases=_REDUCE_CASES),
     rule_text=("d sum(u)/du = 1 for every element",))
 
-mean = defop(
-    "mean", lambda x, axis=None, keepdims=False: np.mean(x, axis=axis, keepdims=keepdims),
-    _print_reduction("mean"),
-    vjp=(lambda g, ans, x, axis=None, keepdims=False:
-         _unreduce(g / _count(np.shape(_value(x)), axis), np.shape(_value(x)), axis,
-                   keepdims),),
-    sympy=lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims)
-    / _count(np.shape(x), axis),
-    domain=Domain((REALS,), cases=_REDUCE_CASES),
-    rule_text=("d mean(u)/du = 1 / n for every element",))
-
-
 def sum_to(g, shape):
     """Sum a broadcast cotangent back to ``shape`` (only called where the shapes differ)."""
     g_shape = np.shape(_value(g))
@@ -153,77 +139,52 @@ transpose = defop(
     rule_text=("the cotangent is transposed back",), extra={"view": True})
 
 
-def _swap_last(x):
-    n = np.ndim(_value(x))
-    axes = tuple(range(n - 2)) + (n - 1, n - 2)
-    return transpose(x, axes=None if n == 2 else axes)
+# --- how NumPy reaches these rows ------------------------------------------------------------
 
 
-def _matmul_vjp_a(g, ans, a, b):
-    na, nb = np.ndim(_value(a)), np.ndim(_value(b))
-    if na == 1 and nb == 1:
-        return g * b
-    if na == 1 and nb == 2:
-        return b @ g
-    if na == 2 and nb == 1:
-        return outer(g, b)
-    if na == 2 and nb == 2:
-        return g @ _swap_last(b)
-    return _matmul_vjp_batched(g, a, b)[0]
+def reduction(op, np_name):
+    """An adapter for ``np.<np_name>(a, axis=None, dtype=None, out=None, keepdims=False)``."""
+
+    def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        if dtype is not None or out is not None or kw:
+            extra = ", ".join([*(["dtype="] if dtype is not None else []),
+                               *(["out="] if out is not None else []), *(f"{k}=" for k in kw)])
+            refuse(f"np.{np_name}(..., {extra}) has no gradient rule in gradgen",
+                   f"call np.{np_name}(x, axis=..., keepdims=...)")
+        return op(a, axis=normalize_axis(axis, np.ndim(_value(a))), keepdims=bool(keepdims))
+
+    return handler
 
 
-def _matmul_vjp_b(g, ans, a, b):
-    na, nb = np.ndim(_value(a)), np.ndim(_value(b))
-    if na == 1 and nb == 1:
-        return g * a
-    if na == 1 and nb == 2:
-        return outer(a, g)
-    if na == 2 and nb == 1:
-        return g @ a
-    if na == 2 and nb == 2:
-        return _swap_last(a) @ g
-    return _matmul_vjp_batched(g, a, b)[1]
+def _reshape(a, *shape, order="C", **kw):
+    if "newshape" in kw:
+        shape = (kw.pop("newshape"),)
+    if "shape" in kw:
+        shape = (kw.pop("shape"),)
+    if order != "C" or kw:
+        refuse("np.reshape with order= has no gradient rule in gradgen")
+    shape = shape[0] if len(shape) == 1 else shape
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    size = int(np.prod(np.shape(_value(a))))
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1]))
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    return reshape(a, shape=tuple(int(d) for d in shape))
 
 
-def _matmul_vjp_batched(g, a, b):
-    """Batched matmul: promote vectors to matrices, then sum over broadcast batch axes."""
-    a_shape, b_shape = np.shape(_value(a)), np.shape(_value(b))
-    a2 = reshape(a, shape=(1,) + a_shape) if len(a_shape) == 1 else a
-    b2 = reshape(b, shape=b_shape + (1,)) if len(b_shape) == 1 else b
-    g_shape = np.shape(np.matmul(np.empty(np.shape(_value(a2))), np.empty(np.shape(_value(b2)))))
-    g2 = reshape(g, shape=g_shape) if np.shape(_value(g)) != g_shape else g
-    ga = g2 @ _swap_last(b2)
-    gb = _swap_last(a2) @ g2
-    ga = sum_to(ga, np.shape(_value(a2))) if np.shape(_value(ga)) != np.shape(_value(a2)) else ga
-    gb = sum_to(gb, np.shape(_value(b2))) if np.shape(_value(gb)) != np.shape(_value(b2)) else gb
-    if len(a_shape) == 1:
-        ga = reshape(ga, shape=a_shape)
-    if len(b_shape) == 1:
-        gb = reshape(gb, shape=b_shape)
-    return ga, gb
+def _transpose(a, axes=None):
+    if axes is not None:
+        n = np.ndim(_value(a))
+        axes = tuple(int(i) % n for i in axes)
+    return transpose(a, axes=axes)
 
 
-_MATMUL_CASES = tuple(
-    ((sa, sb), {}) for sa, sb in [((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)), ((2, 3), (3, 4)),
-                                  ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)), ((2, 3, 4), (4,))])
+def _broadcast_to(a, shape, subok=False):
+    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    return broadcast_to(a, shape=shape)
 
-matmul = defop(
-    "matmul", operator.matmul, infix("@", PREC_MUL), vjp=(_matmul_vjp_a, _matmul_vjp_b),
-    sympy=lambda a, b: np.matmul(a, b), domain=Domain((REALS, REALS), cases=_MATMUL_CASES),
-    binds=(np.matmul,),
-    rule_text=("d(A @ B)/dA: G @ B.T", "d(A @ B)/dB: A.T @ G"))
 
-outer = defop(
-    "outer", np.outer, lambda node, args: Expr(f"np.outer({args[0].text}, {args[1].text})"),
-    vjp=(lambda g, ans, a, b: g @ b, lambda g, ans, a, b: a @ g),
-    sympy=lambda a, b: np.outer(a, b), domain=Domain((REALS, REALS),
-                                                     cases=((((3,), (2,)), {}),)),
-    rule_text=("d outer(u, v)/du: G @ v", "d outer(u, v)/dv: u @ G"))
-
-# The 2-norm of all elements. Its derivative x / norm(x) is undefined at x = 0 (gives nan).
-norm = defop(
-    "norm", lambda x: np.linalg.norm(x), lambda node, args: Expr(f"np.linalg.norm({args[0].text})"),
-    vjp=(lambda g, ans, x: g * x / ans,),
-    sympy=lambda x: sp.sqrt(np.sum(x * x)),
-    domain=Domain((REALS,), cases=((((3,),), {}), (((2, 3),), {}))),
-    rule_text=("d norm(u)/du = u / norm(u)",))
+route(np.sum, reduction(sum_, "sum"), "sum")
+route(np.reshape, _reshape, "reshape")
+route(np.transpose, _transpose, "transpose")
+route(np.broadcast_to, _broadcast_to, "broadcast_to")

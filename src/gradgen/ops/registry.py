@@ -86,7 +86,8 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
-BOUND: dict[Any, Op] = {}  # Python/NumPy callable -> op
+BOUND: dict[Any, Any] = {}  # Python/NumPy callable -> op, or an adapter that builds ops
+CALLED_AS: dict[str, list[str]] = {}  # op name -> how user code reaches it through adapters
 
 
 def defop(name: str, impl, printer: Printer, **kw) -> Op:
@@ -98,6 +99,32 @@ def defop(name: str, impl, printer: Printer, **kw) -> Op:
     for target in op.binds:
         BOUND[target] = op
     return op
+
+
+def route(target, handler, *ops: str, called: str | None = None) -> None:
+    """Send calls of ``target`` (a NumPy or math callable) to ``handler``, an adapter that
+    checks and normalizes the arguments and builds ``ops``; docs/ops.md lists ``target``
+    (or ``called``) under each of them."""
+    BOUND[target] = handler
+    name = called or callable_name(target)
+    for op in ops:
+        names = CALLED_AS.setdefault(op, [])
+        if name not in names:
+            names.append(name)
+
+
+def callable_name(target) -> str:
+    """``np.linalg.solve``, ``math.sin``: how user code spells a bound callable."""
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__name__", repr(target))
+    if module == "math":
+        return f"math.{name}"
+    for sub in ("linalg", "fft"):
+        if sub in module:
+            return f"np.{sub}.{name}"
+    return f"np.{name}"
 
 
 # --- printers ------------------------------------------------------------------------------

@@ -1,0 +1,42 @@
+"""What every adapter needs: refusing clearly, reading a value's shape, normalizing axes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedOperation
+from ..source import current_loc
+
+
+def refuse(what: str, hint: str | None = None):
+    """Stop tracing with an UnsupportedOperation at the user's line."""
+    raise UnsupportedOperation(what, current_loc(), hint)
+
+
+def value(x):
+    """The concrete value behind a traced or plain argument (for its shape and dtype)."""
+    from ..tracer import tracer_value
+
+    return tracer_value(x)
+
+
+def ndim(x) -> int:
+    return np.ndim(value(x))
+
+
+def shape(x) -> tuple[int, ...]:
+    return tuple(np.shape(value(x)))
+
+
+def normalize_axis(axis, n: int) -> tuple[int, ...] | None:
+    """``axis`` (None, an int, a tuple or list, negative allowed) as sorted non-negative ints."""
+    if axis is None:
+        return None
+    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -n <= a < n:
+            raise np.exceptions.AxisError(a, n)
+        out.append(a % n)
+    return tuple(sorted(set(out)))
