@@ -41,7 +41,8 @@ NONDIFF_LAYOUTS = {1: ("py", (4,)), 2: (("py", "py"), ((4,), (4,)), ((2, 4), (4,
 
 @dataclass(frozen=True, eq=False)
 class Case:
-    """One op at one input layout: each input a Python float ("py") or an array shape."""
+    """One op at one input layout: each input a Python float ("py"), an array shape, or a
+    NumPy array of ints or bools (an index or a mask: passed as it is, never differentiated)."""
 
     op: str
     layouts: tuple
@@ -50,6 +51,8 @@ class Case:
     @property
     def id(self) -> str:
         def text(layout):
+            if isinstance(layout, np.ndarray):
+                return f"{layout.dtype.kind}{'x'.join(map(str, layout.shape))}"
             if layout == "py":
                 return "py"
             return "x".join(map(str, layout)) if layout else "0d"
@@ -60,7 +63,16 @@ class Case:
 
     @property
     def has_array(self) -> bool:
-        return any(lay != "py" for lay in self.layouts)
+        return any(not _fixed(lay) and lay != "py" for lay in self.layouts)
+
+    @property
+    def argnums(self) -> tuple[int, ...]:
+        """The inputs that are differentiated: all but the fixed index and mask arrays."""
+        return tuple(i for i, lay in enumerate(self.layouts) if not _fixed(lay))
+
+
+def _fixed(layout) -> bool:
+    return isinstance(layout, np.ndarray)
 
 
 def _arity(op) -> int:
@@ -124,11 +136,14 @@ def _sample(case_id: str, dtype_name: str = "float64"):
     bounds = op.domain.bounds
     xs, vs = [], []
     for i, layout in enumerate(case.layouts):
+        if _fixed(layout):
+            xs.append(layout)
+            continue
         shape = () if layout == "py" else layout
         x = _uniform(rng, bounds[min(i, len(bounds) - 1)], shape, op.domain.away_from)
         xs.append(_as_layout(x, layout, dtype))
         vs.append(_as_layout(_uniform(rng, (-1.0, 1.0), shape), layout, dtype))
-    out = op.impl(*[_as_layout(np.asarray(x), lay, np.float64)
+    out = op.impl(*[x if _fixed(lay) else _as_layout(np.asarray(x), lay, np.float64)
                     for x, lay in zip(xs, case.layouts, strict=True)], **case.attrs)
     w = _uniform(rng, (-1.0, 1.0), np.shape(out))
     w = float(w) if type(out) in (float, int) else w.astype(dtype)
@@ -162,7 +177,7 @@ def _scale(ref) -> float:
 def _gradgen_grad(case_id: str, dtype_name: str = "float64"):
     case = BY_ID[case_id]
     xs, w, _ = _sample(case_id, dtype_name)
-    return gradgen.grad(_loss(case, w), argnums=tuple(range(len(xs))))(*xs)
+    return gradgen.grad(_loss(case, w), argnums=case.argnums)(*xs)
 
 
 def _dot(g, v):
@@ -173,7 +188,7 @@ def _gradgen_hvp(case_id: str):
     """d/dx (grad f(x) . v): gradgen applied to a function that calls gradgen."""
     case = BY_ID[case_id]
     xs, w, vs = _sample(case_id)
-    argnums = tuple(range(len(xs)))
+    argnums = case.argnums
     inner = gradgen.grad(_loss(case, w), argnums=argnums)
 
     def grad_dot_v(*xs):
@@ -189,6 +204,8 @@ def _gradgen_hvp(case_id: str):
 
 
 def _symbols(i: int, layout):
+    if _fixed(layout):
+        return layout
     if layout == "py":
         return sp.Symbol(f"x{i}", real=True)
     arr = np.empty(layout, dtype=object)
@@ -221,8 +238,9 @@ def _sympy_reference(case_id: str):
     op = OPS[case.op]
     xs, w, vs = _sample(case_id)
     syms = [_symbols(i, lay) for i, lay in enumerate(case.layouts)]
-    flat_syms = [s for s in syms for s in (np.ravel(s) if isinstance(s, np.ndarray) else [s])]
-    flat_x = [float(x) for x in _flat(xs)]
+    free = [syms[i] for i in case.argnums]
+    flat_syms = [s for s in free for s in (np.ravel(s) if isinstance(s, np.ndarray) else [s])]
+    flat_x = [float(x) for x in _flat([xs[i] for i in case.argnums])]
     point = {s: sp.Float(x, 30) for s, x in zip(flat_syms, flat_x, strict=True)}
 
     result = np.asarray(_symbolic(op, syms, case.attrs), dtype=object)
@@ -247,7 +265,8 @@ def _finite_differences(case_id: str, step: float) -> np.ndarray:
         return float(np.sum(w * op.impl(*args, **case.attrs)))
 
     out = []
-    for i, x in enumerate(xs):
+    for i in case.argnums:
+        x = xs[i]
         for k in range(np.size(x)):
             values = []
             for h in (step, -step):
@@ -308,6 +327,8 @@ def test_rule_row_is_complete(name):
         assert isinstance(attrs, dict)
         assert len(bounds) in (1, len(shapes)), f"{name}: one domain bound per input, or one"
         for i in range(len(shapes)):  # the rule reverse mode will pick for input i
+            if _fixed(shapes[i]):
+                continue
             assert callable(op.vjp[0] if variadic else op.vjp[i]), f"{name}: no rule for {i}"
 
 
@@ -324,8 +345,8 @@ def test_vjp_matches_sympy(case_id):
     np.testing.assert_allclose(impl_value, value, rtol=1e-12, atol=1e-12,
                                err_msg=f"{case.op}: the sympy meaning disagrees with impl")
     grads = _gradgen_grad(case_id)
-    assert len(grads) == len(xs)
-    for x, g in zip(xs, grads, strict=True):
+    assert len(grads) == len(case.argnums)
+    for x, g in zip([xs[i] for i in case.argnums], grads, strict=True):
         if isinstance(x, float):
             assert type(g) is float, f"gradient of a float is {type(g).__name__}"
         else:
@@ -362,7 +383,7 @@ def test_second_order_matches_sympy(case_id):
 def test_float32_stays_float32(case_id):
     xs, _, _ = _sample(case_id, "float32")
     grads32 = _gradgen_grad(case_id, "float32")
-    for x, g in zip(xs, grads32, strict=True):
+    for x, g in zip([xs[i] for i in BY_ID[case_id].argnums], grads32, strict=True):
         if isinstance(x, float):
             assert type(g) is float
         else:
