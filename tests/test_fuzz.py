@@ -62,7 +62,9 @@ from .test_rules import INTERNAL, STRUCTURAL
 EXAMPLES = int(os.environ.get("GRADGEN_FUZZ_EXAMPLES", "500"))
 
 # scatter is the VJP of indexing: reverse mode inserts it, user code has no way to call it.
-NOT_USER_CALLABLE = STRUCTURAL | INTERNAL | {"scatter"}
+# Index updates (a[i] = v, np.add.at) are statements, not expressions: test_numpy_programs.py.
+NOT_USER_CALLABLE = STRUCTURAL | INTERNAL | {"scatter"} | {
+    name for name, op in OPS.items() if op.extra.get("statement")}
 USER_OPS = [op for name, op in OPS.items() if name not in NOT_USER_CALLABLE]
 
 POINTS = ("A", "B")
@@ -204,10 +206,12 @@ class Program:
 
 @dataclass(frozen=True)
 class _PrintNode:
-    """What an op's printer reads from a node: its result's aval and the op's attrs."""
+    """What an op's printer reads from a node: its result's aval and the op's attrs (and its
+    inputs, none of them constant here)."""
 
     aval: Aval
     attrs: dict
+    inputs: tuple = ()
 
 
 class Infeasible(Exception):
@@ -485,6 +489,9 @@ class Builder:
         shapes, attrs = self.choice(list(op.domain.cases))
         args = []
         for shape in shapes:
+            if isinstance(shape, np.ndarray):  # a fixed index or mask: a constant as it is
+                args.append(_literal(shape, live))
+                continue
             if shape == "py":
                 args.append(self.operand(live, lambda t: t.is_float() and all(
                     isinstance(t.at[p], float) for p in live)))

@@ -113,8 +113,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     group_loc = None
     banner = None
     finite = _FiniteChecks()
+    buffers = _Buffers(graph)
 
-    for node in graph.nodes:
+    for position, node in enumerate(graph.nodes):
+        buffers.see(node, position)
         op = node.op.name
         if op == "input":
             exprs[node] = Expr(names[node])
@@ -142,7 +144,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             body.extend(raise_lines("GuardFailure", message, indent=8))
             code_parts.append(test)
             continue
-        expr = node.op.printer(node, args)
+        write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
+        expr = Expr("") if write else node.op.printer(node, args)
         size = 1 + sum(sizes.get(r.node, 0) for r in node.inputs)
         note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
         if op == "add_n" and node.attrs.get("uses"):
@@ -152,21 +155,36 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
         too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
-                        or node in outputs or (too_big and node not in renamed))
+                        or node in outputs or (too_big and node not in renamed) or write
+                        or buffers.reads_buffer(node))
         if not is_statement:
             exprs[node] = expr
             sizes[node] = size
             notes[node] = note
             rules[node] = applied
             continue
-        name = namer.fresh(base_name(node, names, spec.output_name))
+        prelude = ""
+        if write:
+            base = node.inputs[0].node
+            if base.op.name == "const":  # a literal is a new array wherever it is written
+                fresh = args[0].text not in constants.by_key.values()
+            else:
+                fresh = buffers.writable(node, position)
+            if fresh and base in names:
+                name = names[base]  # the old version is dead: write into its array
+            else:
+                name = namer.fresh(base_name(node, names, spec.output_name))
+                prelude = f"{name} = {args[0].text if fresh else _copied(args[0])}"
+            statement = write(node, args, name)
+        else:
+            name = namer.fresh(base_name(node, names, spec.output_name))
+            statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
         sizes[node] = 0
         if spec.check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
-        statement = f"{name} = {expr.text}"
-        code_parts.append(expr.text)
+        code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
         if spec.annotate and applied:
             statement += "  # " + "; ".join(dict.fromkeys(applied))
         origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
@@ -185,6 +203,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 group_loc = node.loc
         elif node.loc is not None:
             statement += f"  # {_short_loc(node)}"
+        if prelude:
+            body.append(layout.lay_out(prelude, 1))
         body.append(layout.lay_out(statement, 1))  # wrapped as ruff format would
 
     if spec.check_finite:
@@ -202,6 +222,69 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     helpers = {name for name in HELPERS if f"{name}(" in code}
     classes = {"NonFiniteGradient"} if finite.used else set()
     return EmittedFunction(body, guards, imports, helpers, classes)
+
+
+def _copied(expr: Expr) -> str:
+    return f"{expr.at(16 - 1)}.copy()"
+
+
+class _Buffers:
+    """Where ``a[i] = v`` may write into the array that holds the old version of ``a``: when
+    that array is one the function made itself (not an argument, a constant or a view of
+    one) and nothing reads the old version, or any array sharing its memory, afterwards.
+    Otherwise the module copies first, so arguments and live values are never changed."""
+
+    def __init__(self, graph: Graph):
+        self.last_use: dict[Node, int] = {}
+        end = len(graph.nodes)
+        for position, node in enumerate(graph.nodes):
+            for ref in node.inputs:
+                self.last_use[ref.node] = position
+        for ref in graph.outputs:
+            self.last_use[ref.node] = end
+        self.values = graph.meta.get("values") or {}
+        self.root: dict[Node, Node] = {}  # the node whose array a value's memory belongs to
+        self.group_last: dict[Node, int] = {}  # last read of any value sharing that memory
+        self.readonly: set[Node] = set()
+        self.bases = {n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
+        self.base_roots: set[Node] = set()
+
+    def reads_buffer(self, node: Node) -> bool:
+        """Does ``node`` read an array that a later statement may write into? Then it is
+        computed where it stands, not inlined into a later statement."""
+        return any(self.root.get(r.node, r.node) in self.base_roots for r in node.inputs)
+
+    def see(self, node: Node, position: int) -> None:
+        op = node.op
+        scalar = isinstance(self.values.get(node), np.generic)  # x[i, j] is a copy
+        if op.name == "adjoint" or (op.extra.get("view") and not scalar):
+            first = node.inputs[0].node
+            root = self.root.get(first, first)
+            if op.extra.get("view") == "readonly" or first in self.readonly:
+                self.readonly.add(node)
+        else:
+            root = node
+        self.root[node] = root
+        if node in self.bases and root.op.name not in ("input", "seed", "const"):
+            self.base_roots.add(root)
+        last = self.last_use.get(node, position)
+        self.group_last[root] = max(self.group_last.get(root, last), last)
+
+    def writable(self, node: Node, position: int) -> bool:
+        base = node.inputs[0].node
+        root = self.root.get(base, base)
+        if base in self.readonly or root.op.name in ("input", "seed"):
+            return False
+        if root.op.name == "const":  # a view of a literal: copy
+            return False
+        value = self.values.get(root)
+        if isinstance(value, np.ndarray) and value.base is not None and root.op.name != "const":
+            return False  # NumPy made it as a view of something else
+        if self.group_last.get(root, position) > position:
+            return False
+        self.root[node] = root  # the new version lives in the same array
+        self.group_last[root] = self.last_use.get(node, position)
+        return True
 
 
 class _FiniteChecks:

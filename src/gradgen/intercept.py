@@ -8,6 +8,8 @@ import math
 import sys
 import types
 
+import numpy as np
+
 from .errors import UnsupportedOperation
 from .ops.registry import BOUND, OPS
 from .source import current_loc
@@ -73,6 +75,11 @@ class Interceptor:
         """What the traced code should see in place of ``value``."""
         if value is math:
             return MATH_PROXY
+        if value is np:
+            return NUMPY_PROXY
+        if isinstance(value, types.FunctionType | types.BuiltinFunctionType) and (
+                value in _NUMPY_BY_FUNCTION):  # from numpy import zeros
+            return _NUMPY_BY_FUNCTION[value]
         if isinstance(value, types.BuiltinFunctionType):
             return _MATH_BY_FUNCTION.get(value, value)
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
@@ -163,3 +170,124 @@ class _ModuleProxy(types.ModuleType):
     def __setattr__(self, name, value):  # the user's module state stays the user's
         setattr(self.__dict__["_gradgen_original"], name, value)
         self.__dict__.pop(name, None)
+
+
+# --- NumPy as traced code sees it ------------------------------------------------------------
+
+
+def _current_trace():
+    from .tracer import _stack
+
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def _buffer(value):
+    """A new array made by the traced code: a constant that turns traced when a traced value
+    is written into it (``h = np.zeros((T, n)); h[t] = ...``)."""
+    trace = _current_trace()
+    if trace is None or not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        return value
+    return trace.buffer(value)
+
+
+def _plain(x):
+    """The concrete value of a constant (a buffer, or what was computed from buffers)."""
+    if isinstance(x, Tracer) and x.is_constant:
+        return x.value
+    if isinstance(x, list | tuple):
+        return type(x)(_plain(v) for v in x)
+    return x
+
+
+def _has_traced(obj) -> bool:
+    if isinstance(obj, Tracer):
+        return not obj.is_constant
+    if isinstance(obj, list | tuple):
+        return any(_has_traced(v) for v in obj)
+    return False
+
+
+def _from_nested(obj, dtype):
+    """``np.array([a, b])`` of traced values (nested lists of them too): one np.stack per level."""
+    if isinstance(obj, list | tuple):
+        items = [_from_nested(v, None) for v in obj]
+        out = BOUND[np.stack](items) if _has_traced(items) else np.array(_plain(items))
+    else:
+        out = obj
+    if dtype is not None:
+        out = out.astype(dtype) if isinstance(out, Tracer) else np.asarray(out, dtype)
+    return out
+
+
+def _np_array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
+    if _has_traced(obj):
+        if ndmin or order not in ("K", "A", "C"):
+            raise UnsupportedOperation("np.array(..., ndmin=/order=) of traced values has no "
+                                       "gradient rule in gradgen", current_loc())
+        out = _from_nested(obj, dtype)
+        return OPS["copy"](out) if copy and out is obj else out
+    return _buffer(np.array(_plain(obj), dtype=dtype, copy=copy, order=order, ndmin=ndmin))
+
+
+def _np_asarray(obj, dtype=None, order=None, **kw):
+    if _has_traced(obj):
+        return _from_nested(obj, dtype)
+    if isinstance(obj, Tracer) and (dtype is None or np.dtype(dtype) == obj.dtype):
+        return obj  # the same array, as NumPy hands it back
+    return _buffer(np.asarray(_plain(obj), dtype=dtype, order=order, **kw))
+
+
+def _allocator(fn):
+    def traced(*args, **kwargs):
+        return _buffer(fn(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+
+    traced.__name__ = fn.__name__
+    traced.__wrapped__ = fn
+    return traced
+
+
+def _like(fn):
+    """np.zeros_like(x) of a traced x: a new constant array of x's shape and dtype."""
+
+    def traced(a, *args, **kwargs):
+        return _buffer(fn(np.asarray(a.value) if isinstance(a, Tracer) else _plain(a),
+                          *_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+
+    traced.__name__ = fn.__name__
+    traced.__wrapped__ = fn
+    return traced
+
+
+def _np_empty(shape, dtype=float, order="C", **kw):
+    # its contents are undefined: zeros make the trace, and the emitted module, repeatable
+    return _buffer(np.zeros(_plain(shape), dtype=dtype, order=order, **kw))
+
+
+def _np_empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    return _like(np.zeros_like)(a, dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+NUMPY_OVERRIDES = {
+    "array": _np_array, "asarray": _np_asarray, "asanyarray": _np_asarray,
+    "ascontiguousarray": _np_asarray, "empty": _np_empty, "empty_like": _np_empty_like,
+    **{name: _allocator(getattr(np, name))
+       for name in ("zeros", "ones", "full", "eye", "identity", "arange", "linspace", "tri",
+                    "fromfunction")},
+    **{name: _like(getattr(np, name)) for name in ("zeros_like", "ones_like", "full_like")},
+}
+_NUMPY_BY_FUNCTION = {getattr(np, name): fn for name, fn in NUMPY_OVERRIDES.items()}
+
+
+class _NumpyProxy(types.ModuleType):
+    """``np`` as traced code sees it: NumPy itself, except that arrays the code makes
+    (np.zeros, np.array, ...) can receive traced values, and np.array([a, b]) of traced
+    values is a traced stack."""
+
+    def __getattr__(self, name):
+        value = NUMPY_OVERRIDES.get(name) or getattr(np, name)
+        self.__dict__[name] = value
+        return value
+
+
+NUMPY_PROXY = _NumpyProxy("numpy", np.__doc__)

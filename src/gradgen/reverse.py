@@ -127,18 +127,42 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
            for r in node.inputs]
     rules = node.op.vjp
     variadic = node.op.extra.get("variadic", False)
-    for i, r in enumerate(node.inputs):
+    # a rule may ask for another order: a[i] = v reads grad_a[i] for v before it zeroes it
+    order = node.op.extra.get("vjp_order", ())
+    deferred = node.op.extra.get("deferred_vjp", ())
+    for i in (*order, *(k for k in range(len(node.inputs)) if k not in order)):
+        r = node.inputs[i]
         if r.node not in needed:
             continue
         rule = rules[0] if variadic else rules[i]
         if rule is None:
             continue
-        with at_loc(node.loc, (node.op, 0 if variadic else i)):
-            try:
-                c = _fit(rule(g, ans, *ins, **node.attrs), r)
-            except (ArithmeticError, ValueError) as e:  # evaluated at the traced values
-                raise _not_finite(node, e) from e
-        contributions.setdefault(r, []).append((node.serial, c, node, 0 if variadic else i))
+        k = 0 if variadic else i
+        if i in deferred:
+            c = _Deferred(node, k, r, lambda rule=rule, r=r: rule(g, ans, *ins, **node.attrs))
+        else:
+            c = _contribution(node, k, r, lambda rule=rule: rule(g, ans, *ins, **node.attrs))
+        contributions.setdefault(r, []).append((node.serial, c, node, k))
+
+
+def _contribution(node: Node, k: int, r: Ref, make):
+    with at_loc(node.loc, (node.op, k)):
+        try:
+            return _fit(make(), r)
+        except (ArithmeticError, ValueError) as e:  # evaluated at the traced values
+            raise _not_finite(node, e) from e
+
+
+class _Deferred:
+    """A contribution built only when its input's adjoint is put together. ``a[i] = v``
+    zeroes grad_a[i] for the old ``a``; built late, that write comes after every use of
+    the row grad_a[i] that went to ``v``, so the module can zero it in place."""
+
+    def __init__(self, node, k, r, make):
+        self.args = (node, k, r, make)
+
+    def build(self):
+        return _contribution(*self.args)
 
 
 def _not_finite(node: Node, error: Exception) -> GradgenError:
@@ -170,6 +194,8 @@ def _combine(entries, node: Node):
     ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
     if not entries:
         return None
+    entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
+               for e in entries]
     entries.sort(key=lambda e: e[0])
     _, first, user, index = entries[0]
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Self
 
 import numpy as np
@@ -57,6 +58,9 @@ class Trace:
         self.role = "fwd"
         self.values: dict[Node, object] = {}  # concrete value of every node, as traced
         self._consts: dict[tuple, Ref] = {}
+        # Nodes that depend on no input (NumPy buffers made inside the function, and what is
+        # computed from them alone): their values may be used as plain numbers.
+        self.constant: set[Node] = set()
 
     def __enter__(self) -> Self:
         _stack().append(self)
@@ -104,9 +108,19 @@ class Trace:
         self.values[node] = value
         return node.out
 
+    def buffer(self, value) -> Tracer:
+        """A NumPy array made inside the traced code (np.zeros, np.array, ...): a constant that
+        becomes a traced value once a traced value is written into it (``h[t] = ...``)."""
+        aval = aval_of(value)
+        node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
+        self.nodes.append(node)
+        self.values[node] = value
+        self.constant.add(node)
+        return Tracer(self, node.out, value)
+
     def lift(self, outer: Tracer) -> Tracer:
         """A tracer of an enclosing trace, seen inside this one: an extra (captured) input."""
-        if outer.trace.level >= self.level:
+        if outer._trace.level >= self.level:
             return outer
         key = outer.ref.node.serial * 64 + outer.ref.index
         pair = self.captured.get(key)
@@ -129,17 +143,19 @@ def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
     trace = None
     for a in args:
-        if isinstance(a, Tracer) and (trace is None or a.trace.level > trace.level):
-            trace = a.trace
+        if isinstance(a, Tracer) and (trace is None or a._trace.level > trace.level):
+            trace = a._trace
     if trace is None:
         return op.impl(*args, **attrs)
     values, refs = [], []
+    constant = True
     for a in args:
         if isinstance(a, Tracer):
-            if a.trace is not trace:
+            if a._trace is not trace:
                 a = trace.lift(a)
             values.append(a.value)
             refs.append(a.ref)
+            constant = constant and a.ref.node in trace.constant
         else:
             values.append(a)
             refs.append(trace.const(a))
@@ -152,9 +168,26 @@ def bind(op, args, attrs) -> object:
                                    getattr(_state, "loc", None) or current_loc()) from None
     node = trace.add(op, refs, attrs, avals)
     trace.values[node] = out
+    if constant:
+        trace.constant.add(node)
     if op.n_out > 1:
         return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(outs))
-    return Tracer(trace, node.out, out)
+    result = Tracer(trace, node.out, out)
+    if op.extra.get("view") and isinstance(args[0], Tracer):
+        _register_view(args[0], result, node)
+    return result
+
+
+def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) -> None:
+    """NumPy shares memory between ``base`` and a view of it (``x[0]``, ``x.T``): a later
+    write into either must show in the other, so the pair is remembered (weakly)."""
+    if not force and (not isinstance(view.value, np.ndarray)
+                      or not np.may_share_memory(view.value, base.value)):
+        return
+    view.base = (base, node)
+    if base.views is None:
+        base.views = []
+    base.views.append(weakref.ref(view))
 
 
 def _op(name):
@@ -171,13 +204,21 @@ def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
 class Tracer:
     """A value seen by the user's code while tracing: the concrete value plus its node."""
 
-    __slots__ = ("ref", "trace", "value")
+    __slots__ = ("__weakref__", "_trace", "base", "history", "ref", "value", "views")
     __array_priority__ = 1000
 
     def __init__(self, trace: Trace, ref: Ref, value):
-        self.trace = trace
+        self._trace = trace
         self.ref = ref
         self.value = value
+        self.base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
+        self.views: list[weakref.ref] | None = None  # live views of this array
+        self.history: list[Node] | None = None  # older versions, overwritten in place
+
+    @property
+    def is_constant(self) -> bool:
+        """Does this value depend on no input? Then it may be used as a plain number."""
+        return self.ref.node in self._trace.constant
 
     # --- what is known statically -----------------------------------------------------------
     @property
@@ -304,11 +345,13 @@ class Tracer:
     __hash__ = object.__hash__
 
     def __bool__(self):
+        if self.is_constant:
+            return bool(self.value)
         cond = self
         if self.dtype.kind != "b":  # truthiness of a number: the guard is `x != 0`
             cond = _op("ne")(self, 0)
         outcome = bool(cond.value)
-        trace = cond.trace
+        trace = cond._trace
         trace.add(OPS["guard"], (cond.ref,), {"expect": outcome}, ())
         return outcome
 
@@ -316,6 +359,8 @@ class Tracer:
         if self.dtype.kind not in "iub":
             raise TypeError(f"a traced {self.dtype} value cannot be used as an index")
         value = int(self.value)
+        if self.is_constant:
+            return value
         if not (self == value):  # records the guard `n == value`; always true here
             raise AssertionError("unreachable")
         return value
@@ -327,6 +372,8 @@ class Tracer:
         return truncated.__index__()
 
     def __float__(self):
+        if self.is_constant:
+            return float(self.value)
         raise _unsupported(
             "float() of a traced value would hide it from the gradient",
             "use the value itself (it already behaves like a number), or wrap the code in a "
@@ -335,14 +382,20 @@ class Tracer:
     def __complex__(self):
         raise _unsupported("complex() of a traced value")
 
-    def item(self):
+    def item(self, *args):
+        if self.is_constant:
+            return np.asarray(self.value).item(*args)
         raise _unsupported(".item() of a traced value would hide it from the gradient",
                            "use the array itself, e.g. x.sum() or x.reshape(())")
 
     def tolist(self):
+        if self.is_constant:
+            return np.asarray(self.value).tolist()
         raise _unsupported(".tolist() of a traced value would hide it from the gradient")
 
     def __array__(self, dtype=None, copy=None):
+        if self.is_constant:
+            return np.asarray(self.value, dtype=dtype)
         raise _unsupported(
             "converting a traced value to a plain NumPy array (np.asarray, np.array or a "
             "NumPy function without a gradient rule) would hide it from the gradient")
@@ -353,92 +406,177 @@ class Tracer:
         return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, index):
-        handler = BOUND.get("getitem")
-        if handler is None:
-            raise _unsupported("indexing a traced array")
-        return handler(self, index)
+        return BOUND["getitem"](self, index)
 
     def __setitem__(self, index, value):
-        raise _unsupported(
-            "in-place assignment into a traced array (a[i] = v)",
-            "build a new array instead, e.g. with np.where or np.concatenate")
+        from .inplace import assign
 
-    def _inplace(self, o):
-        raise _unsupported(
-            "in-place arithmetic on a traced array (a += b)",
-            "write a = a + b: gradgen keeps every value so it can differentiate it")
+        assign(self, index, value)
 
-    # x += y on a Python scalar rebinds (x = x + y) and is fine; on arrays it would mutate.
+    # x += y on a number rebinds the name (x = x + y); on an array it writes into the array,
+    # which every view and alias of it sees: a new version (see inplace.py).
+    def _inplace(self, op_name, o):
+        result = _op(op_name)(self, o)
+        if not isinstance(self.value, np.ndarray):
+            return result
+        from .inplace import overwrite
+
+        overwrite(self, result)
+        return self
+
     def __iadd__(self, o):
-        return self._inplace(o) if self.shape else self + o
+        return self._inplace("add", o)
 
     def __isub__(self, o):
-        return self._inplace(o) if self.shape else self - o
+        return self._inplace("sub", o)
 
     def __imul__(self, o):
-        return self._inplace(o) if self.shape else self * o
+        return self._inplace("mul", o)
 
     def __itruediv__(self, o):
-        return self._inplace(o) if self.shape else self / o
+        return self._inplace("div", o)
+
+    def __ipow__(self, o):
+        return self._inplace("pow", o)
+
+    def __imatmul__(self, o):
+        return self._inplace("matmul", o)
 
     # --- NumPy -------------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.pop("out", None)
+        if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
+            from .inplace import add_at
+
+            return add_at(*inputs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
-        if kwargs.get("out") is not None:
-            raise _unsupported(f"np.{ufunc.__name__}(..., out=...) writes in place",
-                               "drop out= and use the returned value")
-        kwargs.pop("out", None)
         handler = BOUND.get(ufunc)
         if handler is None or kwargs:
+            if _all_constant(inputs) and not kwargs:
+                return ufunc(*(tracer_value(a) for a in inputs))
             extra = f" with {', '.join(kwargs)}=" if kwargs and handler else ""
             raise _unsupported(f"np.{ufunc.__name__}{extra} has no gradient rule in gradgen")
-        return handler(*_numpy_scalars(inputs))
+        result = handler(*_numpy_scalars(inputs))
+        if out is None:
+            return result
+        from .inplace import write_out  # np.add(a, b, out=a): the result written into a
+
+        return write_out(out, result, ufunc.__name__)
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
             return func(*(tracer_value(a) for a in args), **kwargs)
         handler = BOUND.get(func)
         if handler is None:
-            name = f"{func.__module__.replace('numpy', 'np')}.{func.__name__}"
-            if name.startswith(("np.core", "np._core")):
-                name = f"np.{func.__name__}"
-            raise _unsupported(f"{name} has no gradient rule in gradgen")
+            if _all_constant(args) and _all_constant(kwargs.values()):
+                return func(*_values(args), **{k: _values([v])[0] for k, v in kwargs.items()})
+            raise _unsupported(f"{numpy_name(func)} has no gradient rule in gradgen")
         return handler(*args, **kwargs)
 
-    # --- NumPy-style methods -------------------------------------------------------------
-    def sum(self, axis=None, dtype=None, keepdims=False):
-        return BOUND[np.sum](self, axis=axis, dtype=dtype, keepdims=keepdims)
-
-    def mean(self, axis=None, dtype=None, keepdims=False):
-        return BOUND[np.mean](self, axis=axis, dtype=dtype, keepdims=keepdims)
-
-    def dot(self, other):
-        return BOUND[np.dot](self, other)
-
-    def reshape(self, *shape):
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-        return BOUND[np.reshape](self, tuple(shape))
-
-    def transpose(self, *axes):
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list) else axes
-        return BOUND[np.transpose](self, tuple(axes) if axes else None)
-
+    # --- NumPy-style methods: the function of the same name (see _METHOD_TWINS) ------------
     @property
     def T(self):
         return BOUND[np.transpose](self)
 
-    def astype(self, dtype):
-        raise _unsupported(".astype() of a traced value")
+    @property
+    def mT(self):
+        return np.swapaxes(self, -1, -2)
 
-    def copy(self):
-        return self
+    @property
+    def real(self):
+        return np.real(self)
+
+    @property
+    def imag(self):
+        return np.imag(self)
+
+    def reshape(self, *shape, order="C"):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+        return np.reshape(self, tuple(shape), order=order)
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list | None) else axes
+        return np.transpose(self, tuple(axes) if axes else None)
+
+    def flatten(self, order="C"):
+        if order != "C":
+            raise _unsupported(f".flatten(order={order!r}) of a traced value")
+        return _op("copy")(np.reshape(self, (self.size,)))  # a copy, never a view
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        from .ops.core import cast
+
+        dtype = np.dtype(dtype)
+        if dtype.kind not in "biuf":
+            raise _unsupported(f".astype({dtype}) of a traced value")
+        if dtype == self.dtype and not copy:
+            return self
+        return cast(self, dtype=dtype.name)
+
+    def copy(self, order="C"):
+        return _op("copy")(self)
 
     def conjugate(self):
         return self
 
     def conj(self):
         return self
+
+    def fill(self, value):
+        from .inplace import overwrite
+
+        overwrite(self, np.full_like(self, value) if not isinstance(value, Tracer)
+                  else np.broadcast_to(value, self.shape) + np.zeros_like(self))
+
+    def sort(self, axis=-1, kind=None, order=None):
+        from .inplace import overwrite
+
+        overwrite(self, np.sort(self, axis=axis))
+
+
+def _method_twin(name: str, func):
+    def method(self, *args, **kwargs):
+        return func(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"Tracer.{name}"
+    method.__doc__ = f"x.{name}(...) is {numpy_name(func)}(x, ...)."
+    return method
+
+
+# ndarray methods whose NumPy function twin takes the array first with the same arguments.
+_METHOD_TWINS = {
+    name: getattr(np, name) for name in (
+        "sum", "mean", "prod", "max", "min", "var", "std", "cumsum", "cumprod", "dot", "ravel",
+        "squeeze", "repeat", "clip", "round", "take", "swapaxes", "trace", "diagonal",
+        "argmax", "argmin", "argsort", "nonzero", "any", "all", "ptp", "searchsorted",
+        "compress", "choose")
+    if hasattr(np, name)
+}
+
+
+def numpy_name(func) -> str:
+    """How user code spells a NumPy function: np.sum, np.linalg.solve."""
+    module = (getattr(func, "__module__", None) or "numpy").replace("numpy", "np")
+    if module.startswith(("np.core", "np._core", "np.lib")) or module == "np":
+        return f"np.{func.__name__}"
+    return f"{module}.{func.__name__}"
+
+
+def _values(items) -> list:
+    return [tracer_value(a) if not isinstance(a, list | tuple) else type(a)(_values(a))
+            for a in items]
+
+
+def _all_constant(items) -> bool:
+    """No traced input in ``items`` (nested lists included) but constant buffers."""
+    for a in items:
+        if isinstance(a, Tracer) and not a.is_constant:
+            return False
+        if isinstance(a, list | tuple) and not _all_constant(a):
+            return False
+    return True
 
 
 def _numpy_scalars(inputs) -> tuple:
@@ -474,3 +612,6 @@ def in_trace() -> bool:
 def is_tracer(x) -> bool:
     return isinstance(x, Tracer)
 
+
+for _name, _func in _METHOD_TWINS.items():
+    setattr(Tracer, _name, _method_twin(_name, _func))

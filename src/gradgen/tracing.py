@@ -96,12 +96,25 @@ class BindingObserver:
         for targets, first, end in state.finished:
             for name in targets:
                 value = local_values.get(name)
-                if isinstance(value, Tracer):
-                    node = value.ref.node
-                    if first <= node.serial < end and node.role == "fwd":
-                        node.name = name
+                if not isinstance(value, Tracer):
+                    continue
+                node = value.ref.node
+                if first <= node.serial < end and node.role == "fwd":
+                    node.name = name
+                elif value.history:  # h = np.zeros(...), then h[t] = ...: versions of h
+                    _name_versions(value, name, first, end)
         state.finished.clear()
         state.targets.clear()
+
+
+def _name_versions(value: Tracer, name: str, first: int, end: int) -> None:
+    versions = [*value.history, value.ref.node]
+    for k, node in enumerate(versions):
+        if first <= node.serial < end and node.role in ("fwd", "const"):
+            for later in versions[k:]:
+                if later.name is None and later.role == "fwd" or later is node:
+                    later.name = name
+            return
 
 
 def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
@@ -241,7 +254,7 @@ def _version_names(graph: Graph, params) -> dict[str, Node]:
 
 def _output_ref(trace: Trace, value, fn):
     if isinstance(value, Tracer):
-        if value.trace is not trace:
+        if value._trace is not trace:
             value = trace.lift(value)
         return value.ref
     if not is_numeric(value):

@@ -1,4 +1,12 @@
-"""Indexing and stacking: basic NumPy indexing, its VJP (a scatter into zeros), np.stack."""
+"""Indexing: reads (``x[i]``), functional writes (``a[i] = v`` as a new version of ``a``),
+scatter-adds (their VJPs), and np.stack.
+
+An index is a hashable template plus index arrays. Template items: an int, None, "...",
+("slice", start, stop, step), or ("array", k) for the k-th index array. Index arrays (integer
+arrays and lists, boolean masks, traced or constant) are *inputs* of the node, never baked
+into attributes: a constant one prints as a literal (or a module constant), a traced one as
+its variable, so the emitted module indexes with whatever the caller's data selects.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +14,59 @@ import numpy as np
 
 from ..errors import UnsupportedOperation
 from ..source import current_loc
-from .registry import BOUND, PREC_ATOM, Domain, Expr, defop
+from .arrays import broadcast_to
+from .core import cast
+from .registry import BOUND, PREC_ATOM, Domain, Expr, defop, route
 
 REALS = (-2.0, 2.0)
 
 
-def normalize_index(index, ndim: int) -> tuple:
-    """A basic index as a hashable tuple: ints, ('slice', start, stop, step), None, '...'.
-    Anything else (arrays, lists, booleans) is advanced indexing, which has no rule yet."""
+def normalize_index(index, ndim: int | None = None) -> tuple[tuple, list]:
+    """A NumPy index as (template, index arrays); see the module docstring."""
+    from ..tracer import Tracer
+
     items = index if isinstance(index, tuple) else (index,)
-    out = []
+    template, arrays = [], []
     for item in items:
         if item is None:
-            out.append(None)
+            template.append(None)
         elif item is Ellipsis:
-            out.append("...")
+            template.append("...")
         elif isinstance(item, slice):
-            out.append(("slice", _int_or_none(item.start), _int_or_none(item.stop),
-                        _int_or_none(item.step)))
-        elif isinstance(item, int | np.integer) and not isinstance(item, bool | np.bool_):
-            out.append(int(item))
-        else:
-            what = type(item).__name__
+            template.append(("slice", _int_or_none(item.start), _int_or_none(item.stop),
+                             _int_or_none(item.step)))
+        elif isinstance(item, bool | np.bool_):
             raise UnsupportedOperation(
-                f"indexing a traced array with a {what} (advanced indexing) has no gradient "
-                "rule in gradgen", current_loc(), "use integers and slices")
-    return tuple(out)
+                "indexing a traced array with a Python bool has no gradient rule in gradgen",
+                current_loc(), "index with a boolean array of the same shape instead")
+        elif isinstance(item, int | np.integer):
+            template.append(int(item))
+        elif isinstance(item, Tracer) and item.shape == () and item.dtype.kind in "iu":
+            template.append(item.__index__())  # a traced int: a guard on its value
+        else:
+            array = _index_array(item)
+            template.append(("array", len(arrays)))
+            arrays.append(array)
+    return tuple(template), arrays
+
+
+def _index_array(item):
+    from ..tracer import Tracer
+
+    if isinstance(item, Tracer):
+        if item.dtype.kind not in "iub":
+            raise UnsupportedOperation(
+                f"indexing with a traced {item.dtype} array: indices must be integers or "
+                "booleans", current_loc())
+        return item
+    array = np.asarray(item)
+    if array.dtype.kind not in "iub" or (array.size == 0 and array.dtype.kind == "f"):
+        if array.size == 0:
+            return array.astype(np.intp)
+        raise UnsupportedOperation(
+            f"indexing with a {array.dtype} array: indices must be integers or booleans",
+            current_loc())
+    return array
 
 
 def _int_or_none(value):
@@ -39,11 +74,15 @@ def _int_or_none(value):
     return None if value is None else int(value)
 
 
-def real_index(index: tuple):
+def is_basic(index: tuple) -> bool:
+    return not any(isinstance(item, tuple) and item[0] == "array" for item in index)
+
+
+def real_index(index: tuple, arrays=()):
     parts = []
     for item in index:
         if isinstance(item, tuple):
-            parts.append(slice(item[1], item[2], item[3]))
+            parts.append(arrays[item[1]] if item[0] == "array" else slice(*item[1:]))
         elif item == "...":
             parts.append(Ellipsis)
         else:
@@ -51,13 +90,15 @@ def real_index(index: tuple):
     return tuple(parts)
 
 
-def index_text(index: tuple) -> str:
+def index_text(index: tuple, array_texts=()) -> str:
     parts = []
     for item in index:
         if item is None:
             parts.append("None")
         elif item == "...":
             parts.append("...")
+        elif isinstance(item, tuple) and item[0] == "array":
+            parts.append(array_texts[item[1]])
         elif isinstance(item, tuple):
             _, start, stop, step = item
             text = f"{'' if start is None else start}:{'' if stop is None else stop}"
@@ -67,9 +108,79 @@ def index_text(index: tuple) -> str:
     return ", ".join(parts) if parts else "()"
 
 
+def _subscript(node, args, first: int) -> str:
+    texts = []
+    for ref, arg in zip(node.inputs[first:], args[first:], strict=True):
+        value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
+        small_list = (isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
+                      and value.dtype.kind in "iu")
+        texts.append(repr(value.tolist()) if small_list else arg.text)  # x[[0, 2]], as written
+    return index_text(node.attrs["index"], texts)
+
+
+def _value(x):
+    from ..tracer import tracer_value
+
+    return tracer_value(x)
+
+
+def _zeros_like(x):
+    value = _value(x)
+    return np.zeros(np.shape(value), np.result_type(value))
+
+
+# --- reading: x[index] -----------------------------------------------------------------------
+
+
 def _print_getitem(node, args):
-    return Expr(f"{args[0].at(PREC_ATOM - 1)}[{index_text(node.attrs['index'])}]",
-                PREC_ATOM - 1)
+    return Expr(f"{args[0].at(PREC_ATOM - 1)}[{_subscript(node, args, 1)}]", PREC_ATOM - 1)
+
+
+def _getitem_vjp(g, ans, x, *arrays, index):
+    if is_basic(index):
+        return scatter(g, shape=np.shape(_value(x)), dtype=np.result_type(_value(x)).name,
+                       index=index)
+    # advanced indexing may read an element more than once: its cotangents add up
+    return index_add(_zeros_like(x), g, *arrays, index=index)
+
+
+def _getitem_impl(x, *arrays, index):
+    return x[real_index(index, arrays)]
+
+
+_INDEX_CASES = (
+    (((4,),), {"index": (1,)}),
+    (((3, 4),), {"index": (("slice", 1, 3, None),)}),
+    (((3, 4),), {"index": (("slice", None, None, None), 2)}),
+    (((2, 3, 4),), {"index": ("...", ("slice", None, None, 2))}),
+    (((3,),), {"index": (None, ("slice", 0, 2, None))}),
+    (((4,), np.array([0, 2, 0, 3])), {"index": (("array", 0),)}),  # a repeated index adds
+    (((3, 4), np.array([[True, False, True, False]] * 3)), {"index": (("array", 0),)}),
+    (((3, 4), np.array([2, 0])), {"index": (("slice", None, None, None), ("array", 0))}),
+)
+
+
+def _no_rule(*_, **__):
+    return None
+
+
+class _FirstInputOnly(tuple):
+    """The VJP of input 0; index arrays (inputs 1...) get none."""
+
+    def __getitem__(self, i):
+        return tuple.__getitem__(self, 0) if i == 0 else None
+
+
+getitem = defop(
+    "getitem", _getitem_impl, _print_getitem,
+    vjp=_FirstInputOnly((_getitem_vjp,)),
+    sympy=_getitem_impl,
+    domain=Domain((REALS,), cases=_INDEX_CASES),
+    rule_text=("the cotangent placed back at the index (added where it repeats), zeros elsewhere",),
+    extra={"view": True})  # basic indexing: a view of x (advanced indexing copies)
+
+
+# --- the VJP of a basic read: zeros with the cotangent placed --------------------------------
 
 
 def _scatter_value(g, shape, dtype, index):
@@ -91,23 +202,6 @@ SCATTER_HELPER = '''def _scatter(values, shape, dtype, index):
     out[index] = values
     return out'''
 
-_INDEX_CASES = (
-    (((4,),), {"index": (1,)}),
-    (((3, 4),), {"index": (("slice", 1, 3, None),)}),
-    (((3, 4),), {"index": (("slice", None, None, None), 2)}),
-    (((2, 3, 4),), {"index": ("...", ("slice", None, None, 2))}),
-    (((3,),), {"index": (None, ("slice", 0, 2, None))}),
-)
-
-getitem = defop(
-    "getitem", lambda x, index: x[real_index(index)], _print_getitem,
-    vjp=(lambda g, ans, x, index: scatter(g, shape=np.shape(_value(x)),
-                                          dtype=np.result_type(_value(x)).name, index=index),),
-    sympy=lambda x, index: x[real_index(index)],
-    domain=Domain((REALS,), cases=_INDEX_CASES),
-    rule_text=("the cotangent is placed back at the index, zeros elsewhere",),
-    extra={"view": True})  # basic indexing: a view of x, never a new array
-
 scatter = defop(
     "scatter", _scatter_value, _print_scatter,
     vjp=(lambda g, ans, v, shape, dtype, index: getitem(g, index=index),),
@@ -125,10 +219,116 @@ def _sympy_scatter(v, shape, index):
     return out
 
 
-def _value(x):
-    from ..tracer import tracer_value
+# --- writing: a[index] = v and a[index] += v as new versions of a ----------------------------
 
-    return tracer_value(x)
+
+def _update_impl(x, v, *arrays, index):
+    out = np.array(x, dtype=np.result_type(x), copy=True)
+    out[real_index(index, arrays)] = v
+    return out
+
+
+def _add_at_impl(x, v, *arrays, index):
+    out = np.array(x, dtype=np.result_type(x), copy=True)
+    np.add.at(out, real_index(index, arrays), v)
+    return out
+
+
+def _written_once(index, arrays, x_shape) -> np.ndarray | None:
+    """For ``a[index] = v`` with an index that hits an element twice, a 0/1 mask over the
+    indexed shape: 1 where the written value survives (NumPy keeps the last write)."""
+    if is_basic(index) or not all(isinstance(a, np.ndarray) for a in arrays):
+        return None
+    positions = np.arange(int(np.prod(x_shape))).reshape(x_shape)
+    hit = positions[real_index(index, arrays)]
+    if np.unique(hit).size == hit.size:
+        return None
+    last = np.zeros(hit.shape, bool)
+    seen = set()
+    for k in reversed(range(hit.size)):
+        flat = int(hit.flat[k])
+        if flat not in seen:
+            seen.add(flat)
+            last.flat[k] = True
+    return last
+
+
+def _update_vjp_x(g, ans, x, v, *arrays, index):
+    return index_update(g, 0.0, *arrays, index=index)
+
+
+def _update_vjp_v(g, ans, x, v, *arrays, index):
+    from ..tracer import Tracer
+
+    if any(isinstance(a, Tracer) and a.dtype.kind in "iu" for a in arrays):
+        raise UnsupportedOperation(
+            "a[idx] = v with a traced integer index array has no gradient rule in gradgen "
+            "(which written value survives a repeated index depends on the data)",
+            current_loc(), "use np.where, or a constant index")
+    part = getitem(g, *arrays, index=index)
+    survives = _written_once(index, arrays, np.shape(_value(x)))
+    return part if survives is None else part * survives
+
+
+def _add_at_vjp_v(g, ans, x, v, *arrays, index):
+    return getitem(g, *arrays, index=index)
+
+
+class _ValueFirst(tuple):
+    """Rules for (x, v, *index arrays): index arrays get none."""
+
+    def __getitem__(self, i):
+        return tuple.__getitem__(self, i) if i < 2 else None
+
+
+def _print_update(symbol):
+    def print_statement(node, args, target):
+        return f"{target}[{_subscript(node, args, 2)}] {symbol} {args[1].text}"
+
+    return print_statement
+
+
+def _print_add_at(node, args, target):
+    if is_basic(node.attrs["index"]):  # a basic index never repeats an element
+        return _print_update("+=")(node, args, target)
+    index = _subscript(node, args, 2)
+    if len(node.attrs["index"]) != 1:
+        index = f"np.index_exp[{index}]"
+    return f"np.add.at({target}, {index}, {args[1].text})"
+
+
+def _print_as_statement(node, args):
+    raise AssertionError("index updates are printed as statements")
+
+
+_UPDATE_CASES = (
+    (((4,), ()), {"index": (1,)}),
+    (((3, 4), (4,)), {"index": (("slice", 1, 3, None),)}),
+    (((3, 4), (3,)), {"index": (("slice", None, None, None), 2)}),
+    (((5,), (3,), np.array([0, 3, 0])), {"index": (("array", 0),)}),  # 0 written twice
+    (((2, 3), (), np.array([[True, False, True], [False, True, False]])),
+     {"index": (("array", 0),)}),
+)
+
+# a[index] = v, as a new array: the old a where the index does not reach, v where it does.
+index_update = defop(
+    "index_update", _update_impl, _print_as_statement,
+    vjp=_ValueFirst((_update_vjp_x, _update_vjp_v)),
+    sympy=_update_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
+    rule_text=("the cotangent, zeroed where the write overwrote the old value",
+               "the cotangent at the index (of the last write where an index repeats)"),
+    extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)})
+
+# a[index] += v with every repeated index adding (np.add.at): the VJP of an advanced read.
+index_add = defop(
+    "index_add", _add_at_impl, _print_as_statement,
+    vjp=_ValueFirst((lambda g, ans, x, v, *arrays, index: g, _add_at_vjp_v)),
+    sympy=_add_at_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
+    rule_text=("the cotangent", "the cotangent at the index (each time it is reached)"),
+    extra={"statement": _print_add_at, "vjp_order": (1, 0)})
+
+
+# --- np.stack --------------------------------------------------------------------------------
 
 
 def _stack_vjp(i):
@@ -173,8 +373,61 @@ def _np_stack(arrays, axis=0, out=None, **kw):
     return stack(*arrays, axis=int(axis) % ndim)
 
 
-def _getitem(x, index):
-    return getitem(x, index=normalize_index(index, np.ndim(_value(x))))
+# --- how user code reaches these rows --------------------------------------------------------
 
 
-BOUND.update({"getitem": _getitem, np.stack: _np_stack})
+def read(x, index):
+    """``x[index]``. A traced boolean mask selects a data-dependent number of elements, so
+    the traced count becomes a guard (the shapes downstream were traced for that count)."""
+    from ..tracer import Tracer
+
+    template, arrays = normalize_index(index)
+    for array in arrays:
+        if isinstance(array, Tracer) and array.dtype.kind == "b" and not array.is_constant:
+            count = _count_true(array)
+            if not (count == int(np.count_nonzero(array.value))):  # records the guard
+                raise AssertionError("unreachable")
+    if not arrays and isinstance(x, Tracer):
+        written = _read_through(x, template)
+        if written is not None:
+            return written
+    return getitem(x, *arrays, index=template)
+
+
+def _read_through(x, template):
+    """``x[t]`` right after ``x[t] = v`` is ``v`` itself (``h[t - 1]`` in a loop that fills
+    ``h``): the gradient then flows straight from the reader to ``v``, and the old version of
+    ``h`` is read only by the next write, so the module can fill one buffer in place."""
+    from ..ir import Node
+    from ..tracer import Tracer, _register_view
+
+    node = x.ref.node
+    if node.op.name != "index_update" or len(node.inputs) != 2 or node.attrs["index"] != template:
+        return None
+    expected = x.value[real_index(template)]
+    v = x._trace.tracer(node.inputs[1])
+    if np.shape(v.value) != np.shape(expected):
+        v = broadcast_to(v, shape=tuple(np.shape(expected)))
+    if np.result_type(v.value) != np.result_type(expected) or v.aval.py is not None:
+        v = cast(v, dtype=np.result_type(expected).name)
+    if not isinstance(v.value, np.ndarray):
+        return v  # a number: nothing can write into it later
+    view = Tracer(x._trace, v.ref, v.value)
+    # a view of x as far as later writes go (NumPy's x[t] shares x's memory)
+    _register_view(x, view, Node(getitem, (x.ref,), {"index": template}, (v.aval,)), force=True)
+    return view
+
+
+def write(x, index, v, accumulate: bool = False):
+    """``x[index] = v`` (or ``np.add.at(x, index, v)``) as a new version of ``x``."""
+    template, arrays = normalize_index(index)
+    op = index_add if accumulate else index_update
+    return op(x, v, *arrays, index=template)
+
+
+def _count_true(mask):
+    return BOUND[np.count_nonzero](mask)  # the reduce family's row, looked up when needed
+
+
+route("getitem", read, "getitem", called="x[i]")
+route(np.stack, _np_stack, "stack")

@@ -183,7 +183,10 @@ def method(fmt: str) -> Printer:
 
     def print_method(node, args):
         tail = fmt.format(*(a.text for a in args[1:]), **node.attrs)
-        return Expr(f"{args[0].at(PREC_ATOM - 1)}{tail}", PREC_ATOM - 1)
+        receiver = args[0].at(PREC_ATOM - 1)
+        if node.inputs and node.inputs[0].aval.py is not None:  # a Python float has no methods
+            receiver = f"np.asarray({args[0].text})"
+        return Expr(f"{receiver}{tail}", PREC_ATOM - 1)
 
     return print_method
 
