@@ -12,6 +12,7 @@ from .errors import (
     NonScalarOutput,
     UnsupportedOperation,
 )
+from .extend import defvjp
 from .function import Function
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "UnsupportedOperation",
     "__version__",
     "check",
+    "defvjp",
     "emit",
     "grad",
     "hessian",

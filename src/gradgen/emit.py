@@ -219,6 +219,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
+    imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     classes = {"NonFiniteGradient"} if finite.used else set()
     return EmittedFunction(body, guards, imports, helpers, classes)
@@ -257,7 +258,7 @@ class _Buffers:
     def see(self, node: Node, position: int) -> None:
         op = node.op
         scalar = isinstance(self.values.get(node), np.generic)  # x[i, j] is a copy
-        if op.name == "adjoint" or (op.extra.get("view") and not scalar):
+        if op.name == "adjoint" or (node.is_view and not scalar):
             first = node.inputs[0].node
             root = self.root.get(first, first)
             if op.extra.get("view") == "readonly" or first in self.readonly:
@@ -379,6 +380,9 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
         if import_lines:
             import_lines.append("")
         import_lines.append("import numpy as np")
+    others = sorted(imports - {"math", "numpy"})  # modules of rules added with defvjp
+    if others:
+        import_lines += ["", *(f"import {name}" for name in others)]
     if import_lines:
         out += ["", *import_lines]
     if constants.lines:

@@ -29,12 +29,25 @@ def _traced_math_function(name: str, fn):
         if handler is None:
             raise UnsupportedOperation(
                 f"math.{name} has no gradient rule in gradgen", current_loc(),
-                "add a rule with gradgen.ops.registry.defop or wrap the code in a "
+                "add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a "
                 "gradgen.Function with a backward")
         return handler(*(_as_math_sees(a) for a in args), **kwargs)
 
     traced.__name__ = name
     traced.__qualname__ = f"math.{name}"
+    traced.__wrapped__ = fn
+    return traced
+
+
+def _routed(fn, handler):
+    """A Python function with a rule of its own: traced as one op, run as it is otherwise."""
+
+    def traced(*args, **kwargs):
+        if any(isinstance(a, Tracer) for a in args):
+            return handler(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    traced.__name__ = getattr(fn, "__name__", "traced")
     traced.__wrapped__ = fn
     return traced
 
@@ -82,6 +95,8 @@ class Interceptor:
             return _NUMPY_BY_FUNCTION[value]
         if isinstance(value, types.BuiltinFunctionType):
             return _MATH_BY_FUNCTION.get(value, value)
+        if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
+            return _routed(value, BOUND[value])
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
             return self.function(value)
         if isinstance(value, types.ModuleType) and self._is_user_module(value):

@@ -137,6 +137,12 @@ class Node:
                     self.serial, self.origin)
 
     @property
+    def is_view(self) -> bool:
+        """Does NumPy hand back a view of the first input (x[1:], x.T, x.reshape)? Reads with
+        index arrays (x[[0, 2]]) copy."""
+        return bool(self.op.extra.get("view")) and len(self.inputs) == 1
+
+    @property
     def out(self) -> Ref:
         return Ref(self, 0)
 

@@ -197,7 +197,7 @@ def _op(name):
 def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
     return UnsupportedOperation(
         what, current_loc(),
-        hint or "add a rule with gradgen.ops.registry.defop or wrap the code in a "
+        hint or "add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a "
         "gradgen.Function with a backward")
 
 
@@ -366,6 +366,8 @@ class Tracer:
         return value
 
     def __int__(self):
+        if self.is_constant:
+            return int(self.value)
         if self.dtype.kind in "iub":
             return self.__index__()
         truncated = _op("trunc")(self)

@@ -46,7 +46,7 @@ def own_outputs(graph: Graph, positions) -> Graph:
         if ref.aval.py is not None or isinstance(values.get(ref.node), np.generic):
             continue  # Python numbers and NumPy scalars are immutable
         views, base = [], ref
-        while base.node.op.name == "adjoint" or base.node.op.extra.get("view"):
+        while base.node.op.name == "adjoint" or base.node.is_view:
             if base.node.op.name != "adjoint":
                 views.append(base.node)
             base = base.node.inputs[0]

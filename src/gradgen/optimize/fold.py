@@ -65,7 +65,7 @@ def _owned_by_caller(ref: Ref) -> bool:
     if ref.aval.py is not None:  # Python numbers are immutable
         return False
     node = ref.node
-    while node.op.extra.get("view"):
+    while node.is_view:
         node = node.inputs[0].node
     return node.op.name in ("input", "const", "seed")
 
