@@ -12,7 +12,7 @@ import numpy as np
 
 from . import layout
 from .ir import Graph, Node
-from .naming import Namer, base_name
+from .naming import Namer, base_name, index_writes
 from .ops.core import literal
 from .ops.index import SCATTER_HELPER
 from .ops.registry import Expr
@@ -114,6 +114,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     banner = None
     finite = _FiniteChecks()
     buffers = _Buffers(graph)
+    writes = index_writes(graph.nodes)
 
     for position, node in enumerate(graph.nodes):
         buffers.see(node, position)
@@ -173,11 +174,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             if fresh and base in names:
                 name = names[base]  # the old version is dead: write into its array
             else:
-                name = namer.fresh(base_name(node, names, spec.output_name))
+                name = namer.fresh(base_name(node, names, spec.output_name, writes))
                 prelude = f"{name} = {args[0].text if fresh else _copied(args[0])}"
             statement = write(node, args, name)
         else:
-            name = namer.fresh(base_name(node, names, spec.output_name))
+            name = namer.fresh(base_name(node, names, spec.output_name, writes))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)

@@ -49,14 +49,23 @@ _UNARY_NAMED = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "ta
                 "square", "norm", "sum", "mean"}
 
 
-def base_name(node: Node, names: dict[Node, str], output_name: str) -> str:
-    """The name a statement for ``node`` should have before versioning."""
+def base_name(node: Node, names: dict[Node, str], output_name: str,
+              writes: dict[Node, list[Node]] | None = None) -> str:
+    """The name a statement for ``node`` should have before versioning. ``writes`` maps a
+    value to the index updates that write it into an array (see ``index_writes``)."""
     if node.name:
         return node.name
     if node.op.name == "seed":
         return f"grad_{output_name}"
     operand = node.inputs[0].node if node.inputs else None
     prefix = "grad_" if node.role == "bwd" else ""
+    if node.op.name == "getitem" and node.role != "bwd" and operand is not None:
+        whole = names.get(operand) or operand.name
+        if whole:
+            return f"{whole}_{part_name(node.attrs['index'])}"
+    written = written_into(node, writes or {}, names)
+    if written is not None and node.role != "bwd":
+        return written
     if node.op.name in _UNARY_NAMED and operand is not None and operand in names:
         operand_name = names[operand]
         if node.role == "bwd" or operand_name.startswith("grad_"):
@@ -76,3 +85,45 @@ def _line_targets(node: Node) -> tuple[str, ...]:
 
     info = line_table(node.loc.file).get(node.loc.line)
     return info.targets if info else ()
+
+
+def part_name(index: tuple) -> str:
+    """What an index picks, for a name: x[0] -> x_0, x[-1] -> x_last, x[1:] -> x_tail,
+    x[:-1] -> x_head, x[[0, 2]] -> x_picked."""
+    if len(index) == 1:
+        item = index[0]
+        if isinstance(item, int):
+            return "last" if item == -1 else f"{item}" if item >= 0 else f"m{-item}"
+        if isinstance(item, tuple) and item[0] == "slice" and item[3] in (None, 1):
+            start, stop = item[1], item[2]
+            if stop is None and start is not None:
+                return "tail"
+            if start is None and stop is not None:
+                return "head"
+        if isinstance(item, tuple) and item[0] == "array":
+            return "picked"
+    if index and isinstance(index[0], int) and all(
+            isinstance(i, tuple) and i[:2] == ("slice", None) and i[2:] == (None, None)
+            for i in index[1:]):
+        return f"{index[0]}"
+    return "part"
+
+
+def written_into(node: Node, writes: dict[Node, list[Node]], names) -> str | None:
+    """A value computed to be written into a named array (``h[t] = np.tanh(...)``): h_row."""
+    for user in writes.get(node, ()):
+        base = user.inputs[0].node
+        name = names.get(base) or base.name or user.name
+        if name:
+            row = base.aval.ndim >= 2 and isinstance(user.attrs["index"][0], int)
+            return f"{name}_row" if row else f"{name}_part"
+    return None
+
+
+def index_writes(nodes) -> dict[Node, list[Node]]:
+    """value node -> the index updates (``a[i] = value``) that write it."""
+    writes: dict[Node, list[Node]] = {}
+    for node in nodes:
+        if node.op.extra.get("statement") and len(node.inputs) > 1:
+            writes.setdefault(node.inputs[1].node, []).append(node)
+    return writes
