@@ -11,14 +11,61 @@ _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`"
            "abs": "`abs()`", "matmul": "`@`", "mod": "`%`", "floordiv": "`//`", "round": "`round()`",
            "lt": "`<`", "le": "`<=`", "gt": "`>`", "ge": "`>=`", "eq": "`==`", "ne": "`!=`",
            "trunc": "`int()`"}
+def _called_as() -> dict[str, set[str]]:
+    """op name -> every spelling that reaches it: bound callables, adapters, array methods."""
+    from .tracer import _METHOD_TWINS
+
+    names: dict[str, set[str]] = {}
+    for target, handler in BOUND.items():
+        if handler in OPS.values():
+            names.setdefault(handler.name, set()).add(callable_name(target))
+    for op, spellings in CALLED_AS.items():
+        names.setdefault(op, set()).update(spellings)
+    by_function = {}
+    for op, spellings in names.items():
+        for spelling in spellings:
+            by_function.setdefault(spelling, set()).add(op)
+    for method, function in [*_METHOD_TWINS.items(), *_EXTRA_METHODS.items()]:
+        for op in by_function.get(callable_name(function), ()):
+            names[op].add(f"x.{method}" if method in _PROPERTIES else f"x.{method}()")
+    return names
+
+
+_PROPERTIES = {"T", "mT", "real", "imag"}
+# Methods the tracer spells out itself (their arguments differ from the function's).
+_EXTRA_METHODS = {"reshape": "np.reshape", "transpose": "np.transpose", "T": "np.transpose",
+                  "flatten": "np.ravel", "astype": "np.astype", "copy": "np.copy"}
+
+
 def render_ops_markdown() -> str:
+    called_as = _called_as()
+    numpy_names = sorted({n for spellings in called_as.values() for n in spellings
+                          if n.startswith(("np.", "math."))})
+    methods = sorted({n for spellings in called_as.values() for n in spellings
+                      if n.startswith("x.")})
     lines = [
         "# Supported operations",
         "",
         "Generated from gradgen's rule table (`src/gradgen/ops/`) by `python -m gradgen.opsdoc`;",
         "a test keeps it current. Each row is one op: the Python/NumPy callables that reach it",
         "and the derivative rule its VJP applies. Python operators (`+ - * / ** @`, unary `-`,",
-        "`abs`, comparisons) reach the arithmetic ops directly.",
+        "`abs`, comparisons) reach the arithmetic ops directly; indexing (`x[i]`, `x[[0, 2]]`,",
+        "`x[mask]`) reaches `getitem`, and in-place writes (`a[i] = v`, `a[i] += v`, `a += b`,",
+        "`np.add.at`, `out=`) reach `index_update`, `index_add` and the arithmetic rows, as new",
+        "versions of the array.",
+        "",
+        (f"{len(numpy_names)} NumPy and `math` names and {len(methods)} array methods reach "
+         f"{sum(1 for n in OPS if n not in _STRUCTURAL)} rows. Arrays the function makes itself"),
+        ("(`np.zeros`, `np.empty`, `np.ones`, `np.full`, their `_like` forms, `np.array`, "
+         "`np.asarray`,"),
+        "`np.eye`, `np.arange`, `np.linspace`) are constants until a traced value is written",
+        "into them; `np.array([a, b])` of traced values stacks them.",
+        "",
+        "A function without a row raises `gradgen.UnsupportedOperation` naming it and your line.",
+        "Add a row with `gradgen.defvjp(fn, vjp_0, vjp_1, ..., sympy=..., rule_text=...)`: each",
+        "`vjp_i(g, ans, *args)` returns the contribution of the cotangent `g` of `ans = fn(*args)`",
+        "to `args[i]`, written with NumPy on the traced values it receives (so it is differentiated",
+        "again, emitted and checked like the rows below); or wrap the code in a `gradgen.Function`.",
         "",
         "| op | called as | derivative rule |",
         "| --- | --- | --- |",
@@ -27,8 +74,7 @@ def render_ops_markdown() -> str:
         op = OPS[name]
         if name in _STRUCTURAL:
             continue
-        names = {f"`{callable_name(t)}`" for t, target in BOUND.items() if target is op}
-        names.update(f"`{n}`" for n in CALLED_AS.get(name, ()))
+        names = {f"`{n}`" for n in called_as.get(name, ())}
         called = ", ".join(([_SYNTAX[name]] if name in _SYNTAX else []) + sorted(names))
         called = called or "internal (inserted by reverse mode)"
         if op.nondiff:
