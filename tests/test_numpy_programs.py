@@ -159,6 +159,16 @@ def test_repeated_index_assignment_keeps_the_last_write():
     assert g[0] == 0.0
 
 
+def put_along(x):
+    h = np.zeros((2, 3))
+    np.put_along_axis(h, np.array([[2], [0]]), x[:2].reshape(2, 1) * 3.0, axis=1)
+    return np.sum(h * h) + np.sum(h * x[2])
+
+
+def test_put_along_axis():
+    check(put_along, X3)
+
+
 def views(x):
     a = x.reshape(2, 3) * 1.0
     row = a[0]

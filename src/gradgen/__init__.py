@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from . import ops  # noqa: F401  (registers the rule table)
+from . import inplace, ops  # noqa: F401  (registers the rule table and in-place writes)
 from .api import emit, grad, hessian, jacobian, trace, value_and_grad, vjp
 from .check import CheckReport, check
 from .errors import (

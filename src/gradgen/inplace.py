@@ -15,6 +15,7 @@ from .errors import UnsupportedOperation
 from .ops import OPS
 from .ops.arrays import _inverse_perm
 from .ops.index import index_add, normalize_index, read, real_index, write
+from .ops.registry import route
 from .source import current_loc
 from .tracer import Tracer, tracer_value
 
@@ -140,3 +141,30 @@ def _is_own_view(value, target: Tracer, index) -> bool:
         return False
     template, arrays = normalize_index(index)
     return not arrays and template == view_node.attrs["index"]
+
+
+def put_along_axis(arr, indices, values, axis):
+    """``np.put_along_axis(arr, indices, values, axis)``: ``arr[index] = values`` with the
+    index NumPy builds from ``indices`` (one along ``axis``, aranges along the others)."""
+    if not isinstance(arr, Tracer):
+        _refuse("np.put_along_axis into a NumPy array that is not traced, with a traced value",
+                "create the array inside the function (np.zeros(...)), so gradgen sees it")
+    shape = arr.shape
+    if axis is None:
+        _refuse("np.put_along_axis with axis=None has no gradient rule in gradgen",
+                "reshape the array to 1-D first")
+    axis = int(axis) % len(shape)
+    if np.ndim(tracer_value(indices)) != len(shape):
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    index = []
+    for d, n in enumerate(shape):
+        if d == axis:
+            index.append(indices)
+        else:
+            fan = [1] * len(shape)
+            fan[d] = n
+            index.append(np.arange(n).reshape(fan))
+    assign(arr, tuple(index), values)
+
+
+route(np.put_along_axis, put_along_axis, "index_update")
