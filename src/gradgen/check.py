@@ -63,6 +63,8 @@ def _elementwise(fn, *args):
 
 
 def _to_sympy_constant(value):
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+        return value  # indices, masks, counts: never differentiated, and NumPy indexes with them
     if isinstance(value, np.ndarray):
         return np.vectorize(_to_sympy_constant, otypes=[object])(value) if value.size else value
     if isinstance(value, bool | np.bool_):
