@@ -13,7 +13,7 @@ import numpy as np
 from .errors import UnsupportedOperation
 from .ops.registry import BOUND, OPS
 from .source import current_loc
-from .tracer import Tracer
+from .tracer import Tracer, from_nested, has_traced, plain_values
 
 # Modules whose functions are never copied: we trace through their public entry points.
 _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "libcst", "builtins"} | set(
@@ -206,56 +206,27 @@ def _buffer(value):
     return trace.buffer(value)
 
 
-def _plain(x):
-    """The concrete value of a constant (a buffer, or what was computed from buffers)."""
-    if isinstance(x, Tracer) and x.is_constant:
-        return x.value
-    if isinstance(x, list | tuple):
-        return type(x)(_plain(v) for v in x)
-    return x
-
-
-def _has_traced(obj) -> bool:
-    if isinstance(obj, Tracer):
-        return not obj.is_constant
-    if isinstance(obj, list | tuple):
-        return any(_has_traced(v) for v in obj)
-    return False
-
-
-def _from_nested(obj, dtype):
-    """``np.array([a, b])`` of traced values (nested lists of them too): one np.stack per level."""
-    if isinstance(obj, list | tuple):
-        items = [_from_nested(v, None) for v in obj]
-        out = BOUND[np.stack](items) if _has_traced(items) else np.array(_plain(items))
-    else:
-        out = obj
-    if dtype is not None:
-        out = out.astype(dtype) if isinstance(out, Tracer) else np.asarray(out, dtype)
-    return out
-
-
 def _np_array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, like=None):
-    if _has_traced(obj):
+    if has_traced(obj):
         if ndmin or order not in ("K", "A", "C"):
             raise UnsupportedOperation("np.array(..., ndmin=/order=) of traced values has no "
                                        "gradient rule in gradgen", current_loc())
-        out = _from_nested(obj, dtype)
+        out = from_nested(obj, dtype)
         return OPS["copy"](out) if copy and out is obj else out
-    return _buffer(np.array(_plain(obj), dtype=dtype, copy=copy, order=order, ndmin=ndmin))
+    return _buffer(np.array(plain_values(obj), dtype=dtype, copy=copy, order=order, ndmin=ndmin))
 
 
 def _np_asarray(obj, dtype=None, order=None, **kw):
-    if _has_traced(obj):
-        return _from_nested(obj, dtype)
+    if has_traced(obj):
+        return from_nested(obj, dtype)
     if isinstance(obj, Tracer) and (dtype is None or np.dtype(dtype) == obj.dtype):
         return obj  # the same array, as NumPy hands it back
-    return _buffer(np.asarray(_plain(obj), dtype=dtype, order=order, **kw))
+    return _buffer(np.asarray(plain_values(obj), dtype=dtype, order=order, **kw))
 
 
 def _allocator(fn):
     def traced(*args, **kwargs):
-        return _buffer(fn(*_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+        return _buffer(fn(*plain_values(args), **{k: plain_values(v) for k, v in kwargs.items()}))
 
     traced.__name__ = fn.__name__
     traced.__wrapped__ = fn
@@ -266,8 +237,8 @@ def _like(fn):
     """np.zeros_like(x) of a traced x: a new constant array of x's shape and dtype."""
 
     def traced(a, *args, **kwargs):
-        return _buffer(fn(np.asarray(a.value) if isinstance(a, Tracer) else _plain(a),
-                          *_plain(args), **{k: _plain(v) for k, v in kwargs.items()}))
+        return _buffer(fn(np.asarray(a.value) if isinstance(a, Tracer) else plain_values(a),
+                          *plain_values(args), **{k: plain_values(v) for k, v in kwargs.items()}))
 
     traced.__name__ = fn.__name__
     traced.__wrapped__ = fn
@@ -276,7 +247,7 @@ def _like(fn):
 
 def _np_empty(shape, dtype=float, order="C", **kw):
     # its contents are undefined: zeros make the trace, and the emitted module, repeatable
-    return _buffer(np.zeros(_plain(shape), dtype=dtype, order=order, **kw))
+    return _buffer(np.zeros(plain_values(shape), dtype=dtype, order=order, **kw))
 
 
 def _np_empty_like(a, dtype=None, order="K", subok=True, shape=None, **kw):

@@ -115,7 +115,8 @@ def written_into(node: Node, writes: dict[Node, list[Node]], names) -> str | Non
         base = user.inputs[0].node
         name = names.get(base) or base.name or user.name
         if name:
-            row = base.aval.ndim >= 2 and isinstance(user.attrs["index"][0], int)
+            index = user.attrs.get("index") or (None,)
+            row = base.aval.ndim >= 2 and isinstance(index[0], int)
             return f"{name}_row" if row else f"{name}_part"
     return None
 

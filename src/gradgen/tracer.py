@@ -566,6 +566,36 @@ def numpy_name(func) -> str:
     return f"{module}.{func.__name__}"
 
 
+def has_traced(obj) -> bool:
+    if isinstance(obj, Tracer):
+        return not obj.is_constant
+    if isinstance(obj, list | tuple):
+        return any(has_traced(v) for v in obj)
+    return False
+
+
+def from_nested(obj, dtype):
+    """``np.array([a, b])`` of traced values (nested lists of them too): one np.stack per level."""
+    if isinstance(obj, list | tuple):
+        items = [from_nested(v, None) for v in obj]
+        out = BOUND[np.stack](items) if has_traced(items) else np.array(plain_values(items))
+    else:
+        out = obj
+    if dtype is not None:
+        out = out.astype(dtype) if isinstance(out, Tracer) else np.asarray(out, dtype)
+    return out
+
+
+def plain_values(x):
+    """The concrete value of a constant (a buffer, or what was computed from buffers alone),
+    lists of them included; anything else as it is."""
+    if isinstance(x, Tracer) and x.is_constant:
+        return x.value
+    if isinstance(x, list | tuple):
+        return type(x)(plain_values(v) for v in x)
+    return x
+
+
 def _values(items) -> list:
     return [tracer_value(a) if not isinstance(a, list | tuple) else type(a)(_values(a))
             for a in items]

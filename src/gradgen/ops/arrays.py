@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from .adapt import normalize_axis, refuse
 from .registry import Domain, Expr, defop, method, route
+
+try:  # NumPy >= 2.0
+    from numpy.lib.array_utils import normalize_axis_tuple
+except ImportError:  # pragma: no cover - NumPy 1.26
+    from numpy.core.numeric import normalize_axis_tuple
 
 REALS = (-2.0, 2.0)
 
@@ -143,45 +150,72 @@ transpose = defop(
 
 
 def reduction(op, np_name):
-    """An adapter for ``np.<np_name>(a, axis=None, dtype=None, out=None, keepdims=False)``."""
+    """An adapter for ``np.<np_name>(a, axis=None, dtype=None, out=None, keepdims=False)``;
+    a float ``dtype=`` reduces ``a`` cast to it, as NumPy does."""
 
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        if dtype is not None or out is not None or kw:
+        kw = {k: v for k, v in kw.items() if v is not np._NoValue}
+        keepdims = False if keepdims is np._NoValue else keepdims
+        float_dtype = dtype is not None and np.dtype(dtype).kind == "f"
+        if (dtype is not None and not float_dtype) or out is not None or kw:
             extra = ", ".join([*(["dtype="] if dtype is not None else []),
                                *(["out="] if out is not None else []), *(f"{k}=" for k in kw)])
             refuse(f"np.{np_name}(..., {extra}) has no gradient rule in gradgen",
                    f"call np.{np_name}(x, axis=..., keepdims=...)")
-        return op(a, axis=normalize_axis(axis, np.ndim(_value(a))), keepdims=bool(keepdims))
+        axis = normalize_axis(axis, np.ndim(_value(a)))
+        if float_dtype and (np.result_type(_value(a)) != np.dtype(dtype)
+                            or isinstance(_value(a), float)):
+            from .core import cast
+
+            a = cast(a, dtype=np.dtype(dtype).name)
+        return op(a, axis=axis, keepdims=bool(keepdims))
 
     return handler
 
 
 def _reshape(a, *shape, order="C", **kw):
-    if "newshape" in kw:
-        shape = (kw.pop("newshape"),)
-    if "shape" in kw:
-        shape = (kw.pop("shape"),)
+    """``np.reshape(a, shape)`` / ``a.reshape(*shape)``: one -1 is worked out; order='C' only
+    (the memory order of a traced array is not known at trace time)."""
+    for key in ("shape", "newshape"):
+        if kw.get(key, np._NoValue) is not np._NoValue:
+            shape = (kw.pop(key),)
+        kw.pop(key, None)
+    copy_ = kw.pop("copy", None)
     if order != "C" or kw:
-        refuse("np.reshape with order= has no gradient rule in gradgen")
+        extra = ", ".join([*([f"order={order!r}"] if order != "C" else []), *(f"{k}=" for k in kw)])
+        refuse(f"np.reshape with {extra} has no gradient rule in gradgen",
+               "reshape in C order (the default)")
+    if not shape:
+        raise TypeError("reshape() missing required argument 'shape'")
     shape = shape[0] if len(shape) == 1 else shape
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    size = int(np.prod(np.shape(_value(a))))
-    if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1]))
-        shape = tuple(size // known if d == -1 else d for d in shape)
-    return reshape(a, shape=tuple(int(d) for d in shape))
+    shape = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+    shape = tuple(operator.index(d) for d in shape)
+    size = int(np.prod(np.shape(_value(a)), dtype=np.int64))
+    if shape.count(-1) == 1:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known > 0 and size % known == 0:
+            shape = tuple(size // known if d == -1 else d for d in shape)
+    out = reshape(a, shape=shape)  # NumPy itself rejects a shape that does not fit
+    if copy_:
+        from .core import copy
+
+        out = copy(out)
+    return out
 
 
 def _transpose(a, axes=None):
     if axes is not None:
         n = np.ndim(_value(a))
-        axes = tuple(int(i) % n for i in axes)
+        axes = tuple(axes) if isinstance(axes, tuple | list) else (axes,)
+        if len(axes) != n:
+            raise ValueError("axes don't match array")
+        axes = normalize_axis_tuple(axes, n)
     return transpose(a, axes=axes)
 
 
-def _broadcast_to(a, shape, subok=False):
-    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
-    return broadcast_to(a, shape=shape)
+def _broadcast_to(array, shape, subok=False):
+    shape = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+    return broadcast_to(array, shape=tuple(operator.index(d) for d in shape))
 
 
 route(np.sum, reduction(sum_, "sum"), "sum")
