@@ -175,7 +175,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 name = names[base]  # the old version is dead: write into its array
             else:
                 name = namer.fresh(base_name(node, names, spec.output_name, writes))
-                prelude = f"{name} = {args[0].text if fresh else _copied(args[0])}"
+                if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
+                    fresh = False
+                prelude = f"{name} = {args[0].text if fresh else _copied(args[0], base)}"
             statement = write(node, args, name)
         else:
             name = namer.fresh(base_name(node, names, spec.output_name, writes))
@@ -226,7 +228,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     return EmittedFunction(body, guards, imports, helpers, classes)
 
 
-def _copied(expr: Expr) -> str:
+def _copied(expr: Expr, node: Node) -> str:
+    if node.aval.shape == ():
+        return f"np.array({expr.text})"
     return f"{expr.at(16 - 1)}.copy()"
 
 
@@ -248,13 +252,23 @@ class _Buffers:
         self.root: dict[Node, Node] = {}  # the node whose array a value's memory belongs to
         self.group_last: dict[Node, int] = {}  # last read of any value sharing that memory
         self.readonly: set[Node] = set()
-        self.bases = {n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
+        # Every array a statement may write into, found before anything is emitted: a reader
+        # of one (or of a view or rename of one) must not be inlined into a statement that
+        # runs after the write.
+        shared: dict[Node, Node] = {}
         self.base_roots: set[Node] = set()
+        for node in graph.nodes:
+            if node.op.name == "adjoint" or node.is_view or node.op.extra.get("statement"):
+                first = node.inputs[0].node
+                shared[node] = shared.get(first, first)
+                if node.op.extra.get("statement"):
+                    self.base_roots.add(shared[node])
+        self.shared = shared
 
     def reads_buffer(self, node: Node) -> bool:
-        """Does ``node`` read an array that a later statement may write into? Then it is
-        computed where it stands, not inlined into a later statement."""
-        return any(self.root.get(r.node, r.node) in self.base_roots for r in node.inputs)
+        """Does ``node`` read an array that a statement may write into? Then it is computed
+        where it stands, not inlined into a later statement."""
+        return any(self.shared.get(r.node, r.node) in self.base_roots for r in node.inputs)
 
     def see(self, node: Node, position: int) -> None:
         op = node.op
@@ -267,8 +281,6 @@ class _Buffers:
         else:
             root = node
         self.root[node] = root
-        if node in self.bases and root.op.name not in ("input", "seed", "const"):
-            self.base_roots.add(root)
         last = self.last_use.get(node, position)
         self.group_last[root] = max(self.group_last.get(root, last), last)
 
@@ -280,6 +292,8 @@ class _Buffers:
         if root.op.name == "const":  # a view of a literal: copy
             return False
         value = self.values.get(root)
+        if not isinstance(self.values.get(base, value), np.ndarray) or base.aval.shape == ():
+            return False  # a number (np.float64) cannot be written into
         if isinstance(value, np.ndarray) and value.base is not None and root.op.name != "const":
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:

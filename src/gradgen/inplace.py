@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UnsupportedOperation
+from .errors import GradgenError, UnsupportedOperation
 from .ops import OPS
 from .ops.arrays import _inverse_perm
 from .ops.index import index_add, normalize_index, read, real_index, write
@@ -35,6 +35,19 @@ def assign(target: Tracer, index, value) -> None:
                 "make the array a float array, e.g. np.zeros(n) rather than np.zeros(n, int)")
     if _is_own_view(value, target, index):
         return  # `a[i] += v` already wrote the view `a[i]` back into `a`
+    template, arrays = normalize_index(index)
+    if isinstance(value, Tracer) and not value.is_constant and any(
+            isinstance(a, Tracer) and not a.is_constant and a.dtype.kind in "iu" for a in arrays):
+        _refuse("a[idx] = v with a traced integer index array has no gradient rule in gradgen "
+                "(which written value survives a repeated index depends on the data)",
+                "use np.where, or a constant index")
+    region = np.shape(target.value[real_index(template, [tracer_value(a) for a in arrays])])
+    shape = np.shape(tracer_value(value))
+    try:
+        np.broadcast_to(np.empty(shape, np.int8), region)
+    except ValueError:
+        raise GradgenError(f"could not broadcast the value of shape {shape} into the "
+                           f"indexed part of shape {region}", current_loc()) from None
     overwrite(target, write(target, index, value), fitted=True)
 
 
@@ -62,11 +75,45 @@ def overwrite(target: Tracer, new, fitted: bool = False) -> None:
     arrays that share its memory follow."""
     if not fitted:
         new = _fit(new, target)
+    _refuse_aliased_argument(target)
+    if target.base is not None and _layout_dependent(*target.base):
+        _refuse_layout_dependent(target.base[1])
     _rebind(target, new)
     if target.base is not None:
         base, view_node = target.base
         overwrite(base, _written_back(base, view_node, target), fitted=True)
     _refresh_views(target)
+
+
+def _layout_dependent(base: Tracer, view_node) -> bool:
+    """Is ``view_node`` a reshape that NumPy makes a view or a copy depending on the memory
+    layout of the array (C or Fortran order, strides)? Adding or dropping axes of length 1
+    is always a view."""
+    if view_node.op.name != "reshape":
+        return False
+    return [d for d in base.shape if d != 1] != [d for d in view_node.avals[0].shape if d != 1]
+
+
+def _refuse_layout_dependent(view_node) -> None:
+    _refuse("writing into an array that shares memory with a reshape of it: NumPy makes that "
+            "reshape a view or a copy depending on the array's memory layout, so the write "
+            "may or may not show in the other",
+            "reshape after the write, or write into a .copy()")
+
+
+def _refuse_aliased_argument(target: Tracer) -> None:
+    """f(x, x) writing into its first argument: NumPy's second one would see the write."""
+    first = (target.history or [target.ref.node])[0]
+    if first.op.name != "input":
+        return
+    values = target._trace.values
+    mine = values.get(first)
+    for other in target._trace.inputs:
+        if other is not first and isinstance(mine, np.ndarray) and np.may_share_memory(
+                mine, values.get(other)):
+            _refuse(f"the function writes into its argument {first.name or ''} while another "
+                    f"argument ({other.name or 'a leaf'}) shares its memory",
+                    "pass a copy (f(x, x.copy())) or write into a copy inside the function")
 
 
 def _fit(new, target: Tracer):
@@ -82,6 +129,8 @@ def _fit(new, target: Tracer):
         new = OPS["cast"](new, dtype=dtype.name)
     if not isinstance(new, Tracer):
         new = target._trace.buffer(np.array(new, dtype=dtype))
+    if isinstance(target.value, np.ndarray) and not isinstance(new.value, np.ndarray):
+        new = write(target, (), new)  # a 0-d array stays an array (h += x, h = 0-d buffer)
     return new
 
 
@@ -122,6 +171,8 @@ def _refresh_views(target: Tracer) -> None:
             continue
         live.append(ref)
         view_node = view.base[1]
+        if _layout_dependent(target, view_node):
+            _refuse_layout_dependent(view_node)
         if view_node.op.name == "getitem":
             fresh = read(target, real_index(view_node.attrs["index"]))
         else:

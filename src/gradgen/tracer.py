@@ -181,6 +181,8 @@ def bind(op, args, attrs) -> object:
 def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) -> None:
     """NumPy shares memory between ``base`` and a view of it (``x[0]``, ``x.T``): a later
     write into either must show in the other, so the pair is remembered (weakly)."""
+    if node.op.name == "reshape":  # a view or a copy by memory layout: inplace.py refuses
+        force = True  # writes across it when it could be either
     if not force and (not isinstance(view.value, np.ndarray)
                       or not np.may_share_memory(view.value, base.value)):
         return
@@ -528,8 +530,61 @@ class Tracer:
     def fill(self, value):
         from .inplace import overwrite
 
-        overwrite(self, np.full_like(self, value) if not isinstance(value, Tracer)
-                  else np.broadcast_to(value, self.shape) + np.zeros_like(self))
+        overwrite(self, value)
+
+    # & | ^ ~ on boolean masks (and integer bits): NumPy's ufuncs, which have rows
+    def __and__(self, o):
+        return np.bitwise_and(self, o)
+
+    def __rand__(self, o):
+        return np.bitwise_and(o, self)
+
+    def __or__(self, o):
+        return np.bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return np.bitwise_or(o, self)
+
+    def __xor__(self, o):
+        return np.bitwise_xor(self, o)
+
+    def __rxor__(self, o):
+        return np.bitwise_xor(o, self)
+
+    def __invert__(self):
+        return np.invert(self)
+
+    def __iand__(self, o):
+        return self._inplace_ufunc(np.bitwise_and, o)
+
+    def __ior__(self, o):
+        return self._inplace_ufunc(np.bitwise_or, o)
+
+    def __ixor__(self, o):
+        return self._inplace_ufunc(np.bitwise_xor, o)
+
+    def _inplace_ufunc(self, ufunc, o):
+        result = ufunc(self, o)
+        if not isinstance(self.value, np.ndarray):
+            return result
+        from .inplace import overwrite
+
+        overwrite(self, result)
+        return self
+
+    @property
+    def nbytes(self):
+        return self.aval.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def __getattr__(self, name):
+        # only reached for names the class lacks: an ndarray attribute gradgen cannot trace
+        if hasattr(np.ndarray, name) and not name.startswith("__"):
+            raise _unsupported(f"x.{name} of a traced array has no gradient rule in gradgen")
+        raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
     def sort(self, axis=-1, kind=None, order=None):
         from .inplace import overwrite

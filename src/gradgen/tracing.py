@@ -117,6 +117,17 @@ def _name_versions(value: Tracer, name: str, first: int, end: int) -> None:
             return
 
 
+def _gradgen_cause(error: BaseException) -> GradgenError | None:
+    """The GradgenError that a NumPy error was raised while handling, if any."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, GradgenError):
+            return error
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return None
+
+
 def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
     """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
     e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
@@ -214,7 +225,15 @@ def trace_function(fn, args, arg_names=None) -> Graph:
             start += tree.num_leaves
         call = Interceptor().wrap(fn)  # also maps a math builtin: grad(math.sin)
         with BindingObserver():
-            result = call(*traced_args)
+            try:
+                result = call(*traced_args)
+            except GradgenError:
+                raise
+            except Exception as error:
+                cause = _gradgen_cause(error)
+                if cause is None:
+                    raise
+                raise cause from error  # NumPy wrapped ours (W[0] = traced, W a global)
         out_leaves, out_tree = flatten(result)
         outputs = [_output_ref(trace, r, fn) for r in out_leaves]
     graph = trace.graph(outputs)
