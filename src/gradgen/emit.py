@@ -125,7 +125,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         if op == "const":
             value = node.attrs["value"]
             if isinstance(value, np.ndarray) and value.size > ARRAY_LITERAL_LIMIT and not (
-                    value == value.flat[0]).all():
+                    value == value.flat[0]).all() and literal(value).text.startswith("np.array("):
                 exprs[node] = Expr(constants.name_for(value))
             else:
                 exprs[node] = literal(value)

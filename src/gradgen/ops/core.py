@@ -16,6 +16,9 @@ def literal(value) -> Expr:
     """A constant as Python source that evaluates to the same value and type."""
     if isinstance(value, np.ndarray):
         dtype = f"np.{value.dtype.name}"
+        structured = _structured_literal(value, dtype)
+        if structured is not None:
+            return Expr(structured)
         if value.size > 1 and (value == value.flat[0]).all():
             fill = value.flat[0]
             if fill == 0:
@@ -34,6 +37,19 @@ def literal(value) -> Expr:
     if text.startswith("-"):
         return Expr(text, PREC_UNARY, Expr(text[1:]))
     return Expr(text)
+
+
+def _structured_literal(value: np.ndarray, dtype: str) -> str | None:
+    """np.arange(n) and np.eye(n) as the calls that make them, not as their elements."""
+    if value.size < 2 or value.dtype.kind not in "iuf":
+        return None
+    if value.ndim == 1 and (value == np.arange(value.size)).all():
+        if value.dtype == np.arange(1).dtype:
+            return f"np.arange({value.size})"
+        return f"np.arange({value.size}, dtype={dtype})"
+    if value.ndim == 2 and value.shape[0] == value.shape[1] and (value == np.eye(len(value))).all():
+        return f"np.eye({len(value)}, dtype={dtype})"
+    return None
 
 
 def _scalar_text(v) -> str:

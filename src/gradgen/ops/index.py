@@ -113,7 +113,8 @@ def _subscript(node, args, first: int) -> str:
     for ref, arg in zip(node.inputs[first:], args[first:], strict=True):
         value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
         small_list = (isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
-                      and value.dtype.kind in "iu")
+                      and value.dtype.kind in "iu"
+                      and not (value.size > 2 and (value == np.arange(value.size)).all()))
         texts.append(repr(value.tolist()) if small_list else arg.text)  # x[[0, 2]], as written
     return index_text(node.attrs["index"], texts)
 
