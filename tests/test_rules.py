@@ -156,6 +156,8 @@ def _loss(case: Case, w):
     attrs = case.attrs
 
     def f(*xs):
+        # fixed index and mask arrays are constants of the program, as a literal index is
+        xs = [lay if _fixed(lay) else x for x, lay in zip(xs, case.layouts, strict=True)]
         out = builder(*xs, **attrs)
         return np.sum(w * out) if isinstance(w, np.ndarray) else w * out
 

@@ -75,11 +75,23 @@ def _round(a, decimals=0, out=None):
     rint = BOUND[np.rint]
     if decimals == 0:
         return rint(a)  # both round halves to even
+    if np.result_type(value(a)).kind != "f":
+        _refuse("np.round of integers with decimals= has no rule in gradgen",
+                "round a float array, e.g. np.round(x.astype(float), 2)")
+    factor = _power_of_ten(abs(decimals))
     if decimals > 0:
-        factor = 10.0 ** decimals
         return rint(_numpy_scalar(a) * factor) / factor
-    factor = 10.0 ** -decimals
     return rint(_numpy_scalar(a) / factor) * factor
+
+
+def _power_of_ten(n: int) -> float:
+    """10.0 ** n exactly as NumPy's round computes it (so results match it bit for bit)."""
+    if n < 9:
+        return float(10 ** n)
+    out = 1e9
+    for _ in range(n - 9):
+        out *= 10.0
+    return out
 
 
 def _numpy_scalar(x):

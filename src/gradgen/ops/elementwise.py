@@ -22,12 +22,11 @@ Conventions at kinks and domain edges (as in JAX):
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-from ._sym import sp
+from ._sym import locally_constant_floor, sp
 from .adapt import refuse, value
 from .core import literal
 from .registry import (
@@ -131,7 +130,7 @@ def _print_where(node, args):
 def _sym_where(cond, a, b):
     if isinstance(cond, bool | np.bool_):
         return a if cond else b
-    return sp.Piecewise((a, cond), (b, True))
+    return sp.Piecewise((a, _truth(cond)), (b, True))
 
 
 _MASK3 = np.array([True, False, True])
@@ -266,6 +265,11 @@ def _sinc_vjp(g, ans, x):
     return g * where(zero, x * (-math.pi ** 2 / 3), slope)
 
 
+def _sym_cbrt(x):  # the real cube root, which sympy's x ** (1/3) is not for x < 0
+    third = sp.Rational(1, 3)
+    return sp.Piecewise((x ** third, x >= 0), (-((-x) ** third), True))
+
+
 def _sym_sinc(x):
     return sp.sin(sp.pi * x) / (sp.pi * x)
 
@@ -318,7 +322,7 @@ log10 = _unary("log10", math.log10, np.log10, lambda g, ans, x: g / (x * math.lo
 sqrt = _unary("sqrt", math.sqrt, np.sqrt, lambda g, ans, x: g / (2 * ans),
               lambda x: sp.sqrt(x), POSITIVE, "d sqrt(u)/du = 1 / (2 * sqrt(u))")
 cbrt = _unary("cbrt", math.cbrt, np.cbrt, lambda g, ans, x: g / (3 * (ans * ans)),
-              lambda x: sp.sign(x) * sp.Abs(x) ** sp.Rational(1, 3), REALS,
+              lambda x: _sym_cbrt(x), REALS,
               "d cbrt(u)/du = 1 / (3 * cbrt(u) ** 2)", away_from=(0.0,))
 fabs = _unary("fabs", math.fabs, np.fabs, lambda g, ans, x: g * sign(x),
               lambda x: sp.Abs(x), REALS, "d fabs(u)/du = sign(u) (0 at 0)", away_from=(0.0,))
@@ -341,7 +345,7 @@ def _math_only(name, fn, rule, sym, text):
     """A row for a math function NumPy has no ufunc for: Python floats only."""
     return defop(name, fn, call(name, name), vjp=(rule,), sympy=sym,
                  domain=Domain((SMALL,), cases=((("py",), {}),)), binds=(fn,),
-                 rule_text=(text,), elementwise=True)
+                 rule_text=(text,))
 
 
 erf = _math_only("erf", math.erf, lambda g, ans, x: g * (2 / _SQRT_PI) * exp(-(x * x)),
@@ -402,7 +406,7 @@ copysign = _binary(
     "copysign", math.copysign, np.copysign,
     (lambda g, ans, x, y: g * sign(x) * copysign(1.0, y),
      lambda g, ans, x, y: zeros_like(y)),
-    lambda x, y: sp.Abs(x) * sp.sign(y), (REALS, REALS),
+    lambda x, y: sp.Piecewise((sp.Abs(x), y >= 0), (-sp.Abs(x), True)), (REALS, REALS),
     ("d copysign(u, v)/du = sign(u) * copysign(1, v) (0 at u = 0)",
      "d copysign(u, v)/dv = 0 (locally constant)"),
     away_from=(0.0,))
@@ -426,22 +430,8 @@ heaviside = _binary(
 
 
 def _sym_trunc(u):
-    return _locally_constant_trunc()(u)
-
-
-@functools.cache
-def _locally_constant_trunc():
-    class trunc(sp.Function):  # rounding toward zero, with derivative 0 (between the jumps)
-        @classmethod
-        def eval(cls, u):
-            if u.is_Number:
-                return sp.Integer(int(u))
-            return None
-
-        def fdiff(self, argindex=1):
-            return sp.S.Zero
-
-    return trunc
+    """Rounding toward zero, with derivative 0 between the jumps (see locally_constant_floor)."""
+    return sp.Piecewise((locally_constant_floor(u), u >= 0), (-locally_constant_floor(-u), True))
 
 
 # x mod y toward zero (C's fmod): x - trunc(x / y) * y, slope 1 in x, -trunc(x / y) in y.

@@ -121,7 +121,7 @@ def _assemble(batch, parts):
         return parts[0] if parts[0].shape else parts[0][()]
     out = np.empty(tuple(batch) + parts[0].shape, dtype=object)
     for idx, part in zip(np.ndindex(*batch), parts, strict=True):
-        out[idx] = part
+        out[idx] = part if part.shape else part[()]  # a number, not a 0-d array, per matrix
     return out
 
 
@@ -165,18 +165,19 @@ def _canonical_eigh(s: np.ndarray):
 
 @functools.lru_cache(maxsize=4096)
 def _numeric_sign(kind: int, j: int, rows: int, cols: int, entries: tuple) -> int:
-    """+1 or -1: whether LAPACK's vector j points like the meaning's closed-form one (kind 0:
-    eigenvector j of the symmetric matrix ``entries``; kind 1: singular vector j of it)."""
+    """+1 or -1: whether LAPACK's vector j points like the meaning's closed-form one. Kind 0
+    (3): eigenvector j of the symmetric matrix ``entries`` read from its lower (upper)
+    triangle; kind 1: its left singular vector j (from m @ m.T, for rows <= cols); kind 2:
+    its right singular vector j (from m.T @ m)."""
     x = np.array(entries, dtype=float).reshape(rows, cols)
-    if kind == 0:
-        ref = np.linalg.eigh(x)[1][:, j]
+    if kind in (0, 3):
+        ref = np.linalg.eigh(x, UPLO="L" if kind == 0 else "U")[1][:, j]
         canon = _canonical_eigh(x)[1][:, j]
     else:
         k = min(rows, cols)
-        tall = rows >= cols
-        canon = _canonical_eigh(x.T @ x if tall else x @ x.T)[1][:, k - 1 - j]
         u, _, vh = np.linalg.svd(x, full_matrices=False)
-        ref = vh[j] if tall else u[:, j]
+        ref = u[:, j] if kind == 1 else vh[j]
+        canon = _canonical_eigh(x @ x.T if kind == 1 else x.T @ x)[1][:, k - 1 - j]
     return 1 if float(ref @ canon) >= 0 else -1
 
 
@@ -207,12 +208,17 @@ def _lower_pairs(n):
     return [(i, j) for i in range(n) for j in range(i + 1)]
 
 
+_UPLO = ("L", "U")  # the triangle LAPACK reads, as a number a sympy function can carry
+
+
 @functools.lru_cache(maxsize=1024)
-def _numeric_eigh(n: int, lower: tuple):
+def _numeric_eigh(n: int, u: int, lower: tuple):
+    """LAPACK's eigh of the symmetric matrix with this lower triangle, reading triangle
+    _UPLO[u] (the two give eigenvectors of different signs)."""
     s = np.zeros((n, n))
     for (i, j), v in zip(_lower_pairs(n), lower, strict=True):
         s[i, j] = s[j, i] = v
-    return np.linalg.eigh(s)
+    return np.linalg.eigh(s, UPLO=_UPLO[u])
 
 
 @functools.cache
@@ -221,61 +227,68 @@ def _implicit_eigh():
     by its lower triangle (n > 2, where no closed form is practical): evaluated by LAPACK at a
     point, differentiated by first-order perturbation theory (distinct eigenvalues)."""
 
-    class eigh_value(sp.Function):  # (n, k, *lower): eigenvalue k
+    class eigh_value(sp.Function):  # (n, u, k, *lower): eigenvalue k
         @classmethod
-        def eval(cls, n, k, *lower):
+        def eval(cls, n, u, k, *lower):
             if all(e.is_Number for e in lower):
-                return sp.Float(float(_numeric_eigh(int(n), _floats(lower))[0][int(k)]), 17)
+                return sp.Float(_value_at(n, u, k, *lower), 17)
             return None
 
         def fdiff(self, argindex=1):
-            n, k, *lower = self.args
-            if argindex < 3:
-                return sp.S.Zero
-            p, q = _lower_pairs(int(n))[argindex - 3]
-            vp, vq = eigh_vector(n, p, k, *lower), eigh_vector(n, q, k, *lower)
-            return vp * vp if p == q else 2 * vp * vq
-
-    class eigh_vector(sp.Function):  # (n, i, k, *lower): component i of eigenvector k
-        @classmethod
-        def eval(cls, n, i, k, *lower):
-            if all(e.is_Number for e in lower):
-                v = _numeric_eigh(int(n), _floats(lower))[1][int(i), int(k)]
-                return sp.Float(float(v), 17)
-            return None
-
-        def fdiff(self, argindex=1):
-            n, i, k, *lower = self.args
+            n, u, k, *lower = self.args
             if argindex < 4:
                 return sp.S.Zero
             p, q = _lower_pairs(int(n))[argindex - 4]
+            vp, vq = eigh_vector(n, u, p, k, *lower), eigh_vector(n, u, q, k, *lower)
+            return vp * vp if p == q else 2 * vp * vq
+
+    class eigh_vector(sp.Function):  # (n, u, i, k, *lower): component i of eigenvector k
+        @classmethod
+        def eval(cls, n, u, i, k, *lower):
+            if all(e.is_Number for e in lower):
+                return sp.Float(_vector_at(n, u, i, k, *lower), 17)
+            return None
+
+        def fdiff(self, argindex=1):
+            n, u, i, k, *lower = self.args
+            if argindex < 5:
+                return sp.S.Zero
+            p, q = _lower_pairs(int(n))[argindex - 5]
+
             def v(r, c):
-                return eigh_vector(n, r, c, *lower)
+                return eigh_vector(n, u, r, c, *lower)
 
             total = sp.S.Zero
             for m in range(int(n)):
                 if m == int(k):
                     continue
                 coupling = v(p, m) * v(p, k) if p == q else v(p, m) * v(q, k) + v(q, m) * v(p, k)
-                gap = eigh_value(n, k, *lower) - eigh_value(n, m, *lower)
+                gap = eigh_value(n, u, k, *lower) - eigh_value(n, u, m, *lower)
                 total += v(i, m) * coupling / gap
             return total
 
-    eigh_value._imp_ = staticmethod(
-        lambda n, k, *lower: float(_numeric_eigh(int(n), _floats(lower))[0][int(k)]))
-    eigh_vector._imp_ = staticmethod(
-        lambda n, i, k, *lower: float(_numeric_eigh(int(n), _floats(lower))[1][int(i), int(k)]))
+    eigh_value._imp_ = staticmethod(_value_at)
+    eigh_vector._imp_ = staticmethod(_vector_at)
     return eigh_value, eigh_vector
+
+
+def _value_at(n, u, k, *lower) -> float:
+    return float(_numeric_eigh(int(n), int(u), _floats(lower))[0][int(k)])
+
+
+def _vector_at(n, u, i, k, *lower) -> float:
+    return float(_numeric_eigh(int(n), int(u), _floats(lower))[1][int(i), int(k)])
 
 
 def _floats(items) -> tuple:
     return tuple(float(e) for e in items)
 
 
-def _sym_eigh(s):
+def _sym_eigh(s, uplo="L"):
     """(eigenvalues ascending, eigenvectors as columns) of a symmetric sympy Matrix, with the
-    signs LAPACK gives the eigenvectors."""
+    signs LAPACK gives the eigenvectors when it reads the ``uplo`` triangle."""
     n = s.shape[0]
+    u = _UPLO.index(uplo)
     if n == 1:
         return [s[0, 0]], sp.Matrix([[1]])
     if n == 2:
@@ -283,19 +296,17 @@ def _sym_eigh(s):
                                 lambda x, y: sp.sqrt(x * x + y * y))
         sign = _lapack_sign()
         entries = list(s)
-        cols = [sp.Matrix(vecs[j]) * sign(0, j, 2, 2, *entries) for j in range(2)]
+        cols = [sp.Matrix(vecs[j]) * sign(3 * u, j, 2, 2, *entries) for j in range(2)]
         return w, sp.Matrix.hstack(*cols)
     value, vector = _implicit_eigh()
     lower = [s[i, j] for i, j in _lower_pairs(n)]
-    w = [value(n, k, *lower) for k in range(n)]
-    return w, sp.Matrix(n, n, lambda i, k: vector(n, i, k, *lower))
+    w = [value(n, u, k, *lower) for k in range(n)]
+    return w, sp.Matrix(n, n, lambda i, k: vector(n, u, i, k, *lower))
 
 
-def _sym_gram_eigh(m):
-    """The eigen-decomposition of m.T @ m (tall m) or m @ m.T (wide), for svd's meaning, with
-    closed-form (unsigned) eigenvectors: the singular vectors' signs are set afterwards."""
-    rows, cols = m.shape
-    g = m.T * m if rows >= cols else m * m.T
+def _sym_gram_eigh(g):
+    """The eigen-decomposition of a Gram matrix for svd's meaning, with closed-form (unsigned)
+    eigenvectors up to 2 x 2: the singular vectors' signs are set afterwards."""
     n = g.shape[0]
     if n == 1:
         return [g[0, 0]], sp.Matrix([[1]])
@@ -307,27 +318,33 @@ def _sym_gram_eigh(m):
 
 
 def _sym_svd(m, part):
-    """svd(m, full_matrices=False)'s ``part`` ("u", "s" or "vh") from the eigen-decomposition
-    of the Gram matrix: s = sqrt(eigenvalues), descending; the other factor is m v / s."""
+    """svd(m, full_matrices=False)'s ``part`` ("u", "s" or "vh"): the factor on m's shorter
+    side (both for a square m) from the eigenvectors of its Gram matrix (m @ m.T for U, m.T @ m
+    for V), with LAPACK's signs; s = sqrt(eigenvalues), descending; the factor on the longer
+    side is m v / s (or m.T u / s)."""
     rows, cols = m.shape
     k = min(rows, cols)
-    w, vecs = _sym_gram_eigh(m)
     order = list(range(k))[::-1]
-    s = [sp.sqrt(w[j]) for j in order]
-    if part == "s":
-        return s
     sign = _lapack_sign()
     entries = list(m)
-    e = sp.Matrix.hstack(*[vecs[:, j] * sign(1, i, rows, cols, *entries)
-                           for i, j in enumerate(order)])
-    inv_s = sp.diag(*[1 / x for x in s])
+
+    def factor(kind):
+        w, vecs = _sym_gram_eigh(m * m.T if kind == 1 else m.T * m)
+        e = sp.Matrix.hstack(*[vecs[:, j] * sign(kind, i, rows, cols, *entries)
+                               for i, j in enumerate(order)])
+        return [sp.sqrt(w[j]) for j in order], e
+
+    if part == "s":
+        return factor(1 if rows <= cols else 2)[0]
+    if part == "u":
+        if rows <= cols:
+            return factor(1)[1]
+        s, v = factor(2)
+        return m * v * sp.diag(*[1 / x for x in s])
     if rows >= cols:
-        v = e
-        u = m * v * inv_s
-    else:
-        u = e
-        v = m.T * u * inv_s
-    return u if part == "u" else v.T
+        return factor(2)[1].T
+    s, u = factor(1)
+    return (m.T * u * sp.diag(*[1 / x for x in s])).T
 
 
 # --- matmul and outer ------------------------------------------------------------------------
@@ -404,32 +421,42 @@ def _free(n, axes):
     return tuple(i for i in range(n) if i not in axes)
 
 
+def _pair(axes, na, nb):
+    """The ``axes`` attribute (an int n: a's last n axes with b's first n, or a pair of
+    tuples) as a pair of tuples."""
+    if isinstance(axes, int):
+        return tuple(range(na - axes, na)), tuple(range(axes))
+    return axes
+
+
+def _td(a, b, axes_a, axes_b):
+    """tensordot over these axes, with NumPy's int form where it says the same thing."""
+    na, n = _ndim(a), len(axes_a)
+    simple = axes_a == tuple(range(na - n, na)) and axes_b == tuple(range(n))
+    return tensordot(a, b, axes=n if simple else (axes_a, axes_b))
+
+
 def _tensordot_vjp_a(g, ans, a, b, axes):
-    axes_a, axes_b = axes
+    axes_a, axes_b = _pair(axes, _ndim(a), _ndim(b))
     free_a, free_b = _free(_ndim(a), axes_a), _free(_ndim(b), axes_b)
     k = len(free_a)
-    raw = tensordot(g, b, axes=(tuple(range(k, k + len(free_b))), free_b))
+    raw = _td(g, b, tuple(range(k, k + len(free_b))), free_b)
     # raw's axes: a's free axes, then a's contracted axes in the order b holds their partners
     order = list(free_a) + [axes_a[axes_b.index(j)] for j in sorted(axes_b)]
     return _transposed(raw, np.argsort(order))
 
 
 def _tensordot_vjp_b(g, ans, a, b, axes):
-    axes_a, axes_b = axes
+    axes_a, axes_b = _pair(axes, _ndim(a), _ndim(b))
     free_a, free_b = _free(_ndim(a), axes_a), _free(_ndim(b), axes_b)
-    raw = tensordot(a, g, axes=(free_a, tuple(range(len(free_a)))))
+    raw = _td(a, g, free_a, tuple(range(len(free_a))))
     order = [axes_b[axes_a.index(i)] for i in sorted(axes_a)] + list(free_b)
     return _transposed(raw, np.argsort(order))
 
 
 def _print_tensordot(node, args):
-    axes_a, axes_b = node.attrs["axes"]
-    na = node.inputs[0].aval.ndim
-    n = len(axes_a)
-    if axes_a == tuple(range(na - n, na)) and axes_b == tuple(range(n)):
-        text = str(n)
-    else:
-        text = repr((tuple(axes_a), tuple(axes_b)))
+    axes = node.attrs["axes"]
+    text = str(axes) if isinstance(axes, int) else repr(tuple(tuple(x) for x in axes))
     return Expr(f"np.tensordot({args[0].text}, {args[1].text}, axes={text})")
 
 
@@ -443,7 +470,8 @@ tensordot = defop(
         (((2, 3, 2), (3, 2)), {"axes": ((1, 2), (0, 1))}),
         (((3, 2), (2, 3)), {"axes": ((0, 1), (1, 0))}),
         (((2, 3), (2,)), {"axes": ((0,), (0,))}),
-        (((2,), (3,)), {"axes": ((), ())}))),
+        (((2,), (3,)), {"axes": ((), ())}),
+        (((2, 3, 2), (3, 2, 2)), {"axes": 2}))),
     rule_text=("G contracted with B over B's free axes, axes put back in A's order",
                "A contracted with G over A's free axes, axes put back in B's order"))
 
@@ -482,13 +510,14 @@ def _einsum_vjp(k):
         else:
             subs = ",".join([out] + [ins[j] for j in others]) + "->" + kept
             h = einsum(g, *[xs[j] for j in others], subscripts=subs, optimize=optimize)
+        h_shape = iter(_shape(h))
+        sizes = tuple(next(h_shape) if c in available else 1 for c in target)
         if kept != target:
-            h_shape = iter(_shape(h))
-            sizes = [next(h_shape) if c in available else 1 for c in target]
-            h = reshape(h, shape=tuple(sizes))
-            h = broadcast_to(h, shape=tuple(d if c in available else n
-                                            for c, d, n in zip(target, sizes, shape,
-                                                               strict=True)))
+            h = reshape(h, shape=sizes)
+        # a label summed away, or of size 1 where operand k has more (NumPy broadcasts it)
+        full = tuple(n if d == 1 else d for d, n in zip(sizes, shape, strict=True))
+        if full != sizes:
+            h = broadcast_to(h, shape=full)
         for q, p, before in reversed(steps):
             h = _embed_diagonal(h, before, 0, q, p)
         return h
@@ -557,7 +586,7 @@ def _embed_diagonal(g, shape, offset, axis1, axis2):
     if len(range(start, n * m, step)) == length:
         stop = None
     flat = scatter(g, shape=lead + (n * m,), dtype=_dtype(g),
-                   index=("...", ("slice", start or None, stop, step if step != 1 else None)))
+                   index=("...",) * bool(lead) + (("slice", start or None, stop, step),))
     y = reshape(flat, shape=lead + (n, m))
     return _transposed(y, np.argsort(others + [axis1, axis2]))
 
@@ -695,7 +724,8 @@ cross = defop(
 
 # --- np.linalg: inverse, solve, determinants -------------------------------------------------
 
-_SQUARE = ((((2, 2),), {}), (((3, 3),), {}), (((2, 2, 2),), {}))
+# Small cases: sympy's second derivatives of 3 x 3 inverses and decompositions take seconds.
+_SQUARE = ((((2, 2),), {}), (((2, 2, 2),), {}))
 
 inv = defop(
     "inv", np.linalg.inv, _printer("np.linalg.inv"),
@@ -744,7 +774,7 @@ solve = defop(
     vjp=(_solve_vjp_a, _solve_vjp_b), sympy=_sym_solve,
     domain=Domain((REALS, REALS), cases=(
         (((2, 2), (2,)), {}), (((2, 2), (2, 3)), {}), (((2, 2, 2), (2,)), {}),
-        (((3, 3), (3, 1)), {}), (((2, 2), (3, 2, 1)), {}))),
+        (((2, 2), (2, 2, 1)), {}))),
     rule_text=("d solve(A, B)/dA: -solve(A.T, G) @ X.T, X the solution",
                "d solve(A, B)/dB: solve(A.T, G)"))
 
@@ -752,8 +782,9 @@ det = defop(
     "det", np.linalg.det, _printer("np.linalg.det"),
     vjp=(lambda g, ans, a: _unsqueeze2(g * ans) * _mT(inv(a)),),
     sympy=lambda a: _stacked(lambda m: m.det(), a),
-    domain=Domain((REALS,), cases=_SQUARE),
-    rule_text=("d det(A)/dA: det(A) inv(A).T (A invertible)",))
+    domain=Domain((REALS,), cases=_SQUARE + ((((3, 3),), {}),)),
+    rule_text=(("d det(A)/dA: det(A) inv(A).T (A invertible; an exactly singular A stops "
+               "with an error)"),))
 
 
 def _logabsdet(a):
@@ -768,8 +799,20 @@ slogdet = defop(
     "slogdet", _logabsdet, _printer("np.linalg.slogdet", suffix="[1]"),
     vjp=(lambda g, ans, a: _unsqueeze2(g) * _mT(inv(a)),),
     sympy=lambda a: _stacked(lambda m: sp.log(sp.Abs(m.det())), a),
-    domain=Domain((REALS,), cases=_SQUARE),
+    domain=Domain((REALS,), cases=_SQUARE + ((((3, 3),), {}),)),
     rule_text=("d log|det(A)|/dA: inv(A).T (A invertible)",))
+
+
+@functools.cache
+def _locally_constant_sign():
+    """sympy's sign with derivative 0 (not 2 DiracDelta, which NumPy cannot evaluate): true
+    wherever det(A) != 0, the only places a rule is asked about."""
+
+    class sign(sp.sign):  # prints as sign
+        def _eval_derivative(self, x):
+            return sp.S.Zero
+
+    return sign
 
 
 # The sign is constant where det(A) != 0: its derivative is zero. (A row with a rule rather than
@@ -777,7 +820,7 @@ slogdet = defop(
 slogdet_sign = defop(
     "slogdet_sign", _sign_of_det, _printer("np.linalg.slogdet", suffix="[0]"),
     vjp=(lambda g, ans, a: np.zeros(_shape(a), _dtype(a)),),
-    sympy=lambda a: _stacked(lambda m: sp.sign(m.det()), a),
+    sympy=lambda a: _stacked(lambda m: _locally_constant_sign()(m.det()), a),
     domain=Domain((REALS,), cases=_SQUARE),
     rule_text=("0: the sign of det(A) is constant where det(A) != 0",))
 
@@ -849,21 +892,21 @@ def _eigh_vectors_vjp(g, ans, a, UPLO="L"):
 
 
 _EIGH_CASES = ((((2, 2),), {"UPLO": "L"}), (((2, 2),), {"UPLO": "U"}),
-               (((2, 2, 2),), {"UPLO": "L"}), (((3, 3),), {"UPLO": "L"}))
+               (((2, 2, 2),), {"UPLO": "L"}))
 
 eigvalsh = defop(
     "eigvalsh", lambda a, UPLO="L": np.linalg.eigvalsh(a, UPLO=UPLO),
     _printer("np.linalg.eigvalsh", ("UPLO",), {"UPLO": "L"}),
     vjp=(_eigvalsh_vjp,),
-    sympy=lambda a, UPLO="L": _stacked(lambda m: _sym_eigh(_symmetric(m, UPLO))[0], a),
-    domain=Domain((REALS,), cases=_EIGH_CASES),
+    sympy=lambda a, UPLO="L": _stacked(lambda m: _sym_eigh(_symmetric(m, UPLO), UPLO)[0], a),
+    domain=Domain((REALS,), cases=_EIGH_CASES + ((((3, 3),), {"UPLO": "L"}),)),
     rule_text=("V diag(G) V.T, on the read triangle (off-diagonal entries count twice)",))
 
 eigh_vectors = defop(
     "eigh_vectors", lambda a, UPLO="L": np.linalg.eigh(a, UPLO=UPLO)[1],
     _printer("np.linalg.eigh", ("UPLO",), {"UPLO": "L"}, suffix="[1]"),
     vjp=(_eigh_vectors_vjp,),
-    sympy=lambda a, UPLO="L": _stacked(lambda m: _sym_eigh(_symmetric(m, UPLO))[1], a),
+    sympy=lambda a, UPLO="L": _stacked(lambda m: _sym_eigh(_symmetric(m, UPLO), UPLO)[1], a),
     domain=Domain((REALS,), cases=_EIGH_CASES),
     rule_text=(("V (F ∘ V.T G) V.T with F[i, j] = 1 / (w[j] - w[i]) off the diagonal (distinct "
                "eigenvalues), on the read triangle"),))
@@ -894,7 +937,8 @@ def _sym_pinv_one(m):
     return m.T * (m * m.T).inv(method="ADJ")
 
 
-_RECT = ((((2, 2),), {}), (((3, 2),), {}), (((2, 3),), {}), (((2, 2, 2),), {}))
+# tall and wide: rank-1 ones keep sympy quick (2 x 3 ones are in tests/test_linalg_numpy.py)
+_RECT = ((((2, 2),), {}), (((3, 1),), {}), (((1, 3),), {}), (((2, 2, 2),), {}))
 
 pinv = defop(
     "pinv", np.linalg.pinv, _printer("np.linalg.pinv"), vjp=(_pinv_vjp,),
@@ -934,14 +978,14 @@ svdvals = defop(
     "svdvals", lambda a: np.linalg.svd(a, compute_uv=False),
     lambda node, args: Expr(f"np.linalg.svd({args[0].text}, compute_uv=False)"),
     vjp=(_svdvals_vjp,), sympy=lambda a: _stacked(lambda m: _sym_svd(m, "s"), a),
-    domain=Domain((REALS,), cases=_RECT + ((((3, 3),), {}),)),
+    domain=Domain((REALS,), cases=_RECT + ((((3, 2),), {}),)),
     rule_text=("U diag(G) Vh",))
 
 svd_u = defop(
     "svd_u", lambda a: np.linalg.svd(a, full_matrices=False)[0],
     lambda node, args: Expr(f"np.linalg.svd({args[0].text}, full_matrices=False)[0]"),
     vjp=(_svd_u_vjp,), sympy=lambda a: _stacked(lambda m: _sym_svd(m, "u"), a),
-    domain=Domain((REALS,), cases=_RECT + ((((3, 3),), {}),)),
+    domain=Domain((REALS,), cases=_RECT[:3]),
     rule_text=(("U (F ∘ (U.T G - G.T U)) S Vh + (I - U U.T) G S^-1 Vh, F[i, j] = "
                "1 / (s[j]^2 - s[i]^2) (distinct nonzero singular values)"),))
 
@@ -949,7 +993,7 @@ svd_vh = defop(
     "svd_vh", lambda a: np.linalg.svd(a, full_matrices=False)[2],
     lambda node, args: Expr(f"np.linalg.svd({args[0].text}, full_matrices=False)[2]"),
     vjp=(_svd_vh_vjp,), sympy=lambda a: _stacked(lambda m: _sym_svd(m, "vh"), a),
-    domain=Domain((REALS,), cases=_RECT + ((((3, 3),), {}),)),
+    domain=Domain((REALS,), cases=_RECT[:3]),
     rule_text=("U S (F ∘ (V.T V̄ - V̄.T V)) Vh + U S^-1 V̄.T (I - V V.T), V̄ = G.T",))
 
 
@@ -985,7 +1029,7 @@ def _dot(a, b, out=None):
         return a * b
     if (na <= 2 and nb <= 2) or na == 1 or nb == 1:
         return matmul(a, b)
-    return tensordot(a, b, axes=((na - 1,), (nb - 2,)))  # over a's last and b's second-to-last
+    return _td(a, b, (na - 1,), (nb - 2,))  # over a's last axis and b's second-to-last
 
 
 def _vdot(a, b):
@@ -998,7 +1042,7 @@ def _inner(a, b):
         return a * b
     if na == 1 and nb == 1:
         return matmul(a, b)
-    return tensordot(a, b, axes=((na - 1,), (nb - 1,)))
+    return _td(a, b, (na - 1,), (nb - 1,))
 
 
 def _outer(a, b, out=None):
@@ -1018,8 +1062,8 @@ def _tensordot_axes(axes, na, nb):
         n = operator.index(axes)
     except TypeError:
         axes_a, axes_b = axes
-        axes_a = tuple(axes_a) if isinstance(axes_a, list | tuple) else (axes_a,)
-        axes_b = tuple(axes_b) if isinstance(axes_b, list | tuple) else (axes_b,)
+        axes_a = tuple(np.ravel(axes_a).tolist())  # an int, a list, a tuple or an array
+        axes_b = tuple(np.ravel(axes_b).tolist())
         if len(axes_a) != len(axes_b):
             raise ValueError("shape-mismatch for sum") from None
         return tuple(_axis(i, na) for i in axes_a), tuple(_axis(i, nb) for i in axes_b)
@@ -1029,7 +1073,8 @@ def _tensordot_axes(axes, na, nb):
 
 
 def _tensordot(a, b, axes=2):
-    return tensordot(a, b, axes=_tensordot_axes(axes, _ndim(a), _ndim(b)))
+    axes_a, axes_b = _tensordot_axes(axes, _ndim(a), _ndim(b))
+    return _td(a, b, axes_a, axes_b)
 
 
 def _kron(a, b):
