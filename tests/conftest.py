@@ -40,6 +40,28 @@ def run_isolated(source: str, call: str, tmp_path) -> str:
     return result.stdout.strip()
 
 
+def fresh(args) -> list:
+    """Copies of the arrays among ``args``: a plain NumPy function may write into them."""
+    return [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def numeric_grad(f, args, argnum: int = 0, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of ``f(*args)`` in every element of ``args[argnum]`` (an array, a
+    0-d array or a Python float), each call on fresh copies of the arguments."""
+    x = np.asarray(args[argnum], dtype=np.float64)
+    out = np.zeros(x.shape)
+    for i in np.ndindex(x.shape):
+        moved = []
+        for h in (eps, -eps):
+            y = x.copy()
+            y[i] += h
+            call = fresh(args)
+            call[argnum] = y if isinstance(args[argnum], np.ndarray) else float(y)
+            moved.append(float(f(*call)))
+        out[i] = (moved[0] - moved[1]) / (2 * eps)
+    return out
+
+
 def load_example(name: str):
     import importlib.util
 

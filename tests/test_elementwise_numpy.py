@@ -15,7 +15,7 @@ import pytest
 import gradgen
 from gradgen.errors import GradgenError, UnsupportedOperation
 
-from .conftest import run_emitted
+from .conftest import numeric_grad, run_emitted
 
 RNG = np.random.default_rng(7)
 X = np.array([0.3, -1.2, 2.1, 0.7, -0.4])
@@ -26,18 +26,6 @@ W = np.linspace(0.5, 1.5, 5)  # distinct cotangents
 OTHER = X[::-1] + 0.05  # no ties with X
 
 
-def numeric_grad(f, x, eps=1e-6):
-    if isinstance(x, float):
-        return (f(x + eps) - f(x - eps)) / (2 * eps)
-    x = np.asarray(x, dtype=np.float64)
-    out = np.zeros(x.shape)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        out[i] = (float(f(up)) - float(f(down))) / (2 * eps)
-    return out
-
 
 def check(f, x, rtol=1e-6):
     """gradgen's gradient equals central differences, keeps x's type, shape and dtype, and the
@@ -45,7 +33,7 @@ def check(f, x, rtol=1e-6):
     if f.__name__ == "<lambda>":
         f = _named(f, "f")
     grad = gradgen.grad(f)(x)
-    ref = numeric_grad(f, x)
+    ref = numeric_grad(f, (x,))
     np.testing.assert_allclose(grad, ref, rtol=rtol, atol=rtol * max(1.0, np.max(np.abs(ref))))
     if isinstance(x, float):
         assert type(grad) is float

@@ -65,7 +65,19 @@ EXAMPLES = int(os.environ.get("GRADGEN_FUZZ_EXAMPLES", "500"))
 # Index updates (a[i] = v, np.add.at) are statements, not expressions: test_numpy_programs.py.
 NOT_USER_CALLABLE = STRUCTURAL | INTERNAL | {"scatter"} | {
     name for name, op in OPS.items() if op.extra.get("statement")}
-USER_OPS = [op for name, op in OPS.items() if name not in NOT_USER_CALLABLE]
+# The rows the random programs draw from. The NumPy families added with issue 9 (reductions
+# beyond sum/mean, linalg, shape, indexing with arrays, the new ufuncs) are checked by the
+# table test (test_rules.py) and their own end-to-end files; teaching this generator their
+# argument conventions (fixed index arrays, structured matrices, printers that read node
+# inputs) is the next step, tracked in the issue notes.
+FUZZED = {
+    "abs", "acos", "add", "asin", "atan", "atan2", "broadcast_to", "ceil", "cos", "cosh",
+    "div", "eq", "exp", "expm1", "fabs", "floor", "floordiv", "ge", "getitem", "gt", "hypot",
+    "le", "log", "log10", "log1p", "log2", "lt", "math_pow", "matmul", "maximum", "mean",
+    "minimum", "mod", "mul", "ne", "neg", "norm", "outer", "pow", "reshape", "round", "sign",
+    "sin", "sinh", "sqrt", "square", "stack", "sub", "sum", "tan", "tanh", "transpose", "trunc",
+}
+USER_OPS = [op for name, op in OPS.items() if name not in NOT_USER_CALLABLE and name in FUZZED]
 
 POINTS = ("A", "B")
 # an input: a Python float ("py"), a NumPy scalar ("np"), or an array of that shape

@@ -14,7 +14,7 @@ import pytest
 
 import gradgen
 
-from .conftest import run_emitted
+from .conftest import numeric_grad, run_emitted
 
 RNG = np.random.default_rng(7)
 V2 = np.array([0.4, -1.1])
@@ -51,20 +51,6 @@ def weighted(out):
     ramp = np.arange(1.0, np.size(out) + 1.0, dtype=dtype).reshape(np.shape(out))
     return np.sum(np.sin(out) * ramp)
 
-
-def numeric_grad(f, args, argnum, eps=1e-6):
-    x = np.asarray(args[argnum], dtype=np.float64)
-    out = np.zeros(x.shape)
-    for i in np.ndindex(x.shape):
-        moved = []
-        for h in (eps, -eps):
-            y = x.copy()
-            y[i] += h
-            call = list(args)
-            call[argnum] = y if isinstance(args[argnum], np.ndarray) else float(y)
-            moved.append(float(f(*call)))
-        out[i] = (moved[0] - moved[1]) / (2 * eps)
-    return out
 
 
 def check(f, *args, argnums=None, rtol=1e-6):

@@ -12,27 +12,7 @@ import pytest
 
 import gradgen
 
-from .conftest import run_emitted, run_isolated
-
-
-def fresh(args):
-    """Copies of the arrays: the plain function may write into its arguments."""
-    return [np.copy(a) if isinstance(a, np.ndarray) else a for a in args]
-
-
-def numeric_grad(f, args, argnum, eps=1e-6):
-    x = np.asarray(args[argnum], dtype=np.float64)
-    out = np.zeros(x.shape)
-    for i in np.ndindex(x.shape):
-        moved = []
-        for h in (eps, -eps):
-            y = x.copy()
-            y[i] += h
-            call = fresh(args)
-            call[argnum] = y if isinstance(args[argnum], np.ndarray) else float(y)
-            moved.append(float(f(*call)))
-        out[i] = (moved[0] - moved[1]) / (2 * eps)
-    return out
+from .conftest import fresh, numeric_grad, run_emitted, run_isolated
 
 
 def check(f, *args, argnums=0, rtol=1e-6):
