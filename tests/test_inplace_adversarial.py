@@ -697,9 +697,7 @@ def mask_combined(x):
     return np.sum(x[(x > 0) & (x < 1)]) + np.sum(x[~(x > 0)])
 
 
-@pytest.mark.xfail(strict=True, reason="& | ^ ~ on traced boolean masks raise a bare TypeError "
-                   "(no __and__/__or__/__invert__ on Tracer; np.logical_and has no row)")
-def test_bug_combining_traced_masks():
+def test_fixed_combining_traced_masks():
     check(mask_combined, X3, other=(X3B,))
 
 

@@ -532,36 +532,43 @@ class Tracer:
 
         overwrite(self, value)
 
-    # & | ^ ~ on boolean masks (and integer bits): NumPy's ufuncs, which have rows
+    # & | ^ ~ on boolean masks: the logical rows (on integers, NumPy's bitwise ufuncs)
+    def _bits(self, logical, bitwise, o, first=True):
+        both_bool = self.dtype.kind == "b" and np.result_type(tracer_value(o)).kind == "b"
+        fn = logical if both_bool else bitwise
+        return fn(self, o) if first else fn(o, self)
+
     def __and__(self, o):
-        return np.bitwise_and(self, o)
+        return self._bits(np.logical_and, np.bitwise_and, o)
 
     def __rand__(self, o):
-        return np.bitwise_and(o, self)
+        return self._bits(np.logical_and, np.bitwise_and, o, first=False)
 
     def __or__(self, o):
-        return np.bitwise_or(self, o)
+        return self._bits(np.logical_or, np.bitwise_or, o)
 
     def __ror__(self, o):
-        return np.bitwise_or(o, self)
+        return self._bits(np.logical_or, np.bitwise_or, o, first=False)
 
     def __xor__(self, o):
-        return np.bitwise_xor(self, o)
+        return self._bits(np.logical_xor, np.bitwise_xor, o)
 
     def __rxor__(self, o):
-        return np.bitwise_xor(o, self)
+        return self._bits(np.logical_xor, np.bitwise_xor, o, first=False)
 
     def __invert__(self):
-        return np.invert(self)
+        return np.logical_not(self) if self.dtype.kind == "b" else np.invert(self)
 
     def __iand__(self, o):
-        return self._inplace_ufunc(np.bitwise_and, o)
+        return self._inplace_ufunc(np.logical_and if self.dtype.kind == "b" else np.bitwise_and,
+                                   o)
 
     def __ior__(self, o):
-        return self._inplace_ufunc(np.bitwise_or, o)
+        return self._inplace_ufunc(np.logical_or if self.dtype.kind == "b" else np.bitwise_or, o)
 
     def __ixor__(self, o):
-        return self._inplace_ufunc(np.bitwise_xor, o)
+        return self._inplace_ufunc(np.logical_xor if self.dtype.kind == "b" else np.bitwise_xor,
+                                   o)
 
     def _inplace_ufunc(self, ufunc, o):
         result = ufunc(self, o)
