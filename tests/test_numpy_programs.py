@@ -367,3 +367,27 @@ def test_check_replays_writes_and_fancy_indexing_in_sympy():
     assert {r.method for r in report.results} <= {"proved", "sympy"}
     report = gradgen.check(add_at, np.array([0.5, 1.0, -2.0, 3.0]))
     assert report.results[0].method in ("proved", "sympy")
+
+
+NUMPY2_NAMES = {
+    "permute_dims": lambda m: np.sum(np.permute_dims(m, (1, 0)) * np.arange(12.0).reshape(4, 3)),
+    "matrix_transpose": lambda m: np.sum(np.matrix_transpose(m) ** 2 * M34.T),
+    "linalg_matrix_transpose": lambda m: np.sum(np.linalg.matrix_transpose(m)[0] ** 3),
+    "unstack": lambda m: sum(np.sum(r**2) * (i + 1) for i, r in enumerate(np.unstack(m))),
+    "cumulative_sum": lambda m: np.sum(np.cumulative_sum(m, axis=1) ** 2),
+    "cumulative_prod": lambda m: np.sum(np.cumulative_prod(m, axis=0)),
+    "trapezoid": lambda m: np.trapezoid(m**2, axis=1).sum() + np.trapezoid(m[0] ** 3, dx=0.5),
+    "trapezoid_x": lambda m: np.sum(np.trapezoid(m**2, x=np.array([0.0, 1.0, 3.0, 4.0]))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY2_NAMES))
+def test_numpy_2_spellings(name):
+    f = NUMPY2_NAMES[name]
+    g = gradgen.grad(f)(M34)
+    np.testing.assert_allclose(g, numeric_grad(f, (M34,), 0), rtol=1e-6, atol=1e-6)
+
+
+def test_np_astype_differentiates_between_float_types():
+    g = gradgen.grad(lambda m: np.sum(np.astype(m, np.float32).astype(np.float64) ** 2))(M34)
+    np.testing.assert_allclose(g, 2 * M34, rtol=1e-6)

@@ -190,8 +190,9 @@ def _print_logical(np_name, symbol, prec):
     def print_logical(node, args):
         if node.aval.py is None:
             return Expr(f"np.{np_name}({', '.join(a.text for a in args)})")
-        parts = [a.at(prec + 1) if r.aval.py is bool else f"bool({a.text})"
-                 for a, r in zip(args, node.inputs, strict=True)]
+        kinds = [r.aval.py for r in node.inputs] or [None] * len(args)
+        parts = [a.at(prec + 1) if kind is bool else f"bool({a.text})"
+                 for a, kind in zip(args, kinds, strict=True)]
         if len(parts) == 1:
             return Expr(f"{symbol} {parts[0]}", prec)
         return Expr(f"{parts[0]} {symbol} {parts[1]}", prec)

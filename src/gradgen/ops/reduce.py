@@ -39,6 +39,7 @@ from .arrays import (
     transpose,
 )
 from .core import cast, copy
+from .index import getitem
 from .registry import OPS, PREC_ATOM, Domain, Expr, defop, route
 
 REALS = (-2.0, 2.0)
@@ -776,3 +777,47 @@ route(np.argsort, _argsort, "argsort")
 route(np.count_nonzero, _count_nonzero, "count_nonzero")
 route(np.any, _truth(any_, "np.any"), "any")
 route(np.all, _truth(all_, "np.all"), "all")
+
+
+def _cumulative_named(op, name):
+    """np.cumulative_sum / cumulative_prod (NumPy 2.1): np.cumsum's row, axis required for
+    more than one dimension, and the optional leading identity."""
+
+    def handler(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        if axis is None and np.ndim(_value(x)) > 1:
+            raise ValueError(f"{name} needs axis= for an array of more than one dimension")
+        result = _cumulative(op, name)(x, axis=axis, dtype=dtype, out=out)
+        if not include_initial:
+            return result
+        refuse(f"{name}(..., include_initial=True) has no gradient rule in gradgen",
+               "concatenate the identity yourself")
+
+    return handler
+
+
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The trapezoid rule, from the sum and slicing rows (np.trapezoid)."""
+    n = np.ndim(_value(y))
+    axis = int(axis) % n
+    full = ("slice", None, None, None)
+    head = getitem(y, index=(full,) * axis + (("slice", None, -1, None),))
+    tail = getitem(y, index=(full,) * axis + (("slice", 1, None, None),))
+    if x is None:
+        widths = dx
+    else:
+        x_head = getitem(x, index=(("slice", None, -1, None),)) if np.ndim(_value(x)) == 1 \
+            else getitem(x, index=(full,) * axis + (("slice", None, -1, None),))
+        x_tail = getitem(x, index=(("slice", 1, None, None),)) if np.ndim(_value(x)) == 1 \
+            else getitem(x, index=(full,) * axis + (("slice", 1, None, None),))
+        widths = x_tail - x_head
+        if np.ndim(_value(x)) == 1 and n > 1:
+            shape = [1] * n
+            shape[axis] = -1
+            widths = reshape(widths, shape=tuple(np.size(_value(widths)) if d == -1 else d
+                                                 for d in shape))
+    return sum_(widths * (head + tail) / 2.0, axis=(axis,), keepdims=False)
+
+
+route(np.cumulative_sum, _cumulative_named(cumsum, "np.cumulative_sum"), "cumsum")
+route(np.cumulative_prod, _cumulative_named(cumprod, "np.cumulative_prod"), "cumprod")
+route(np.trapezoid, _trapezoid, "sum", "getitem")

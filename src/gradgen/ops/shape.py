@@ -19,7 +19,7 @@ import numpy as np
 
 from .adapt import refuse
 from .arith import ne, sub
-from .arrays import _value, broadcast_to, reshape, sum_, transpose
+from .arrays import _transpose, _value, broadcast_to, reshape, sum_, transpose
 from .core import _nested, cast, copy
 from .index import getitem, index_add, normalize_index, stack
 from .registry import BOUND, Domain, Expr, defop, route
@@ -961,3 +961,36 @@ route(np.swapaxes, _swapaxes, "transpose")
 route(np.moveaxis, _moveaxis, "transpose")
 route(np.rollaxis, _rollaxis, "transpose")
 route(np.copy, _np_copy, "copy")
+
+
+# --- NumPy 2 names and the array API's spellings ---------------------------------------------
+
+
+def _permute_dims(a, axes=None):
+    return _transpose(a, axes)
+
+
+def _matrix_transpose(x):
+    n = np.ndim(_value(x))
+    if n < 2:
+        raise ValueError("matrix_transpose needs an array of at least 2 dimensions")
+    return transpose(x, axes=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _unstack(x, axis=0):
+    n = np.ndim(_value(x))
+    axis = int(axis) % n
+    full = ("slice", None, None, None)
+    return tuple(getitem(x, index=(full,) * axis + (i,)) for i in range(_value(x).shape[axis]))
+
+
+def _np_astype(x, dtype, copy=True, device=None):
+    return x.astype(dtype, copy=copy) if hasattr(x, "astype") else np.astype(x, dtype)
+
+
+route(np.permute_dims, _permute_dims, "transpose")
+route(np.matrix_transpose, _matrix_transpose, "transpose")
+route(np.linalg.matrix_transpose, _matrix_transpose, "transpose",
+      called="np.linalg.matrix_transpose")
+route(np.unstack, _unstack, "getitem")
+route(np.astype, _np_astype, "cast")
