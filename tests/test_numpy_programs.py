@@ -391,3 +391,13 @@ def test_numpy_2_spellings(name):
 def test_np_astype_differentiates_between_float_types():
     g = gradgen.grad(lambda m: np.sum(np.astype(m, np.float32).astype(np.float64) ** 2))(M34)
     np.testing.assert_allclose(g, 2 * M34, rtol=1e-6)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: np.sum(x * (x > 0)),
+    lambda x: np.sum(x * np.isfinite(x)),
+    lambda x: (x[0] > 0) * x[0],
+], ids=["mask", "isfinite", "python_bool"])
+def test_check_multiplies_by_masks(f):
+    report = gradgen.check(f, np.array([0.5, -1.0, 2.0]))
+    assert report.results[0].method in ("proved", "sympy")

@@ -74,6 +74,15 @@ def _to_sympy_constant(value):
     return sp.Float(float(value), 17)
 
 
+def _as_number(value):
+    """Booleans (masks, comparisons) in arithmetic: sympy multiplies integers, not bools."""
+    if isinstance(value, np.ndarray) and value.dtype.kind == "b":
+        return value.astype(np.int64)
+    if isinstance(value, bool | np.bool_):
+        return sp.Integer(int(value))
+    return value
+
+
 def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, object]:
     """Each node's value as a sympy expression (object arrays for arrays). Locally constant
     ops (comparisons, floor, ...) keep their traced values: their derivative is zero."""
@@ -94,6 +103,8 @@ def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, obje
                 raise GradgenError(f"op {op.name} has no sympy meaning; it cannot be checked",
                                    node.loc)
             args = [env[r.node] for r in node.inputs]
+            if op.elementwise and op.name != "where":  # x * (x > 0): a mask as 0 and 1
+                args = [_as_number(a) for a in args]
             if op.elementwise:
                 env[node] = _elementwise(lambda *a, _op=op, _n=node: _op.sympy(*a), *args)
             else:
