@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .build import Built, Request, build, build_jacobian
+from .build import Built, Request, build, build_jacobian, keeps_loops
 from .compile import load_module
 from .errors import GradgenError
 from .ir import Graph, Node
@@ -294,22 +294,26 @@ def value_and_grad(fn=None, argnums=0):
     return GradFunction(fn, argnums, with_value=True)
 
 
-def trace(fn, *args, backward=False, argnums=0) -> Graph:
+def trace(fn, *args, backward=False, argnums=0, loops: str = "keep") -> Graph:
     """The traced graph of ``fn(*args)``; with ``backward=True`` the joint forward+backward
-    (optimized) of the gradient with respect to ``argnums``."""
-    if not backward:
-        return trace_function(fn, args)
+    (optimized) of the gradient with respect to ``argnums``. A uniform loop is listed once, as
+    a ``loop`` node with its body; ``loops="unroll"`` lists every iteration."""
     nums, as_tuple = _normalize_argnums(argnums)
-    return build(fn, args, Request(nums, as_tuple)).joint
+    request = Request(nums, as_tuple, loops=loops)
+    if not backward:
+        return trace_function(fn, args, loops=keeps_loops(request))
+    return build(fn, args, request).joint
 
 
 def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,
-         command: str | None = None, annotate: bool = False) -> str:
+         command: str | None = None, annotate: bool = False, loops: str = "keep") -> str:
     """The gradient module for ``fn`` at ``args``, as Python source text: ``<f>_grad`` and
     ``<f>_value_and_grad``, or with ``vjp=True`` ``<f>_vjp(*args, cotangent)``. With
-    ``annotate``, each backward statement is commented with the derivative rules it applies."""
+    ``annotate``, each backward statement is commented with the derivative rules it applies.
+    A uniform loop is emitted as a forward and a reversed backward ``for`` loop;
+    ``loops="unroll"`` writes every iteration out."""
     nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
+    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite, loops)
     return build(fn, args, request, command, annotate).source
 
 

@@ -33,6 +33,7 @@ class Request:
     intermediates: tuple[str, ...] = ()
     vjp: bool = False
     check_finite: bool = False
+    loops: str = "keep"  # or "unroll": every iteration of every loop in straight-line code
 
 
 @dataclass
@@ -85,6 +86,18 @@ def check_differentiable(fn, args, argnums) -> None:
                 f"{_describe(leaf.value)}", function_loc(fn),
                 "gradgen differentiates floats and float arrays; pass e.g. 2.0 instead of 2, "
                 "or leave the argument out of argnums")
+
+
+def keeps_loops(request: Request) -> bool:
+    """Roll loops unless asked not to, or unless the request needs what a loop region does not
+    offer yet: adjoints of values inside the loop (intermediates), per-line finiteness checks,
+    or a backward that is itself differentiated (grad of grad inlines this graph)."""
+    from .tracer import in_trace
+
+    if request.loops not in ("keep", "unroll"):
+        raise GradgenError(f"loops must be 'keep' or 'unroll', not {request.loops!r}")
+    return (request.loops == "keep" and not request.intermediates and not request.check_finite
+            and not in_trace())
 
 
 def _check_scalar_output(graph: Graph, fn) -> None:
@@ -224,7 +237,7 @@ def build(fn, args, request: Request, command: str | None = None,
     else:
         check_differentiable(fn, args, request.argnums)
         argnums = tuple(a % len(args) for a in request.argnums)
-    forward = trace_function(fn, args)
+    forward = trace_function(fn, args, loops=keeps_loops(request))
     leaves: list[Leaf] = forward.meta["leaves"]
     if not request.vjp:
         _check_scalar_output(forward, fn)

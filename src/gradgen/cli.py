@@ -159,6 +159,8 @@ def regenerate_command(ns) -> str:
         parts += ["--intermediates", ns.intermediates]
     if getattr(ns, "check_finite", False):
         parts.append("--check-finite")
+    if getattr(ns, "unroll", False):
+        parts.append("--unroll")
     if getattr(ns, "output", None):
         parts += ["-o", shlex.quote(ns.output)]
     return " ".join(parts)
@@ -175,7 +177,8 @@ def _generate(ns, annotate: bool = False) -> str:
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
     return emit(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
                 intermediates=intermediates, check_finite=ns.check_finite,
-                command=regenerate_command(ns), annotate=annotate)
+                command=regenerate_command(ns), annotate=annotate,
+                loops="unroll" if ns.unroll else "keep")
 
 
 def cmd_emit(ns) -> int:
@@ -326,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--check-finite", action="store_true",
                            help="raise NonFiniteGradient naming the source line whose "
                            "derivative first produces inf or nan")
+            p.add_argument("--unroll", action="store_true",
+                           help="write every iteration of every loop out (no for statements)")
         if name == "emit":
             p.add_argument("-o", "--output", help="write the module here instead of stdout")
             p.add_argument("--check", action="store_true",

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import layout
 from .ir import Graph, Node
+from .loops.emit import RegionWriter
 from .naming import Namer, base_name, index_writes
 from .ops.core import literal
 from .ops.index import SCATTER_HELPER
@@ -40,6 +41,14 @@ class FunctionSpec:
     check_finite: bool = False  # after each backward group, raise on inf/nan adjoints
     input_names: dict[int, str] = field(default_factory=dict)  # input index -> variable
     unpack: dict[int, str] = field(default_factory=dict)  # input index -> params["W1"]
+    # A loop body (loops/emit.py): the enclosing function's names, its block depth, names
+    # fixed in advance (a carry written back into its own variable) and outputs added into
+    # an accumulator (grad_W += ...); no return statement.
+    namer: Namer | None = None
+    depth: int = 1
+    preset: dict[Node, str] = field(default_factory=dict)
+    accumulate: dict[Node, str] = field(default_factory=dict)
+    body_only: bool = False
 
 
 @dataclass
@@ -49,6 +58,7 @@ class EmittedFunction:
     imports: set[str]
     helpers: set[str] = field(default_factory=set)
     classes: set[str] = field(default_factory=set)
+    results: list[str] = field(default_factory=list)  # the outputs' texts (loop bodies)
 
 
 class ModuleConstants:
@@ -95,14 +105,16 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     outputs = {r.node for r in graph.outputs}
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
-    namer = Namer([spec.name, *spec.params, *spec.input_names.values()])
+    namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
+    depth = spec.depth
+    regions = RegionWriter(graph, namer, spec, constants)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
         index = node.attrs["index"]
         names[node] = spec.input_names.get(index) or spec.params[index]
         if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
-            body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", 1))
+            body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", depth))
     exprs: dict[Node, Expr] = {}
     sizes: dict[Node, int] = {}
     notes: dict[Node, tuple[str, ...]] = {}
@@ -131,7 +143,22 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 exprs[node] = literal(value)
             sizes[node] = 0
             continue
+        if op == "loop_out":  # one result of a loop: the variable the loop left it in
+            exprs[node] = Expr(regions.result(node))
+            continue
+        alias = regions.alias(node)
+        if alias is not None:  # grad_W = grad_W: the loop's accumulator already has the name
+            names[node] = alias
+            exprs[node] = Expr(alias)
+            continue
         args = [exprs[r.node] for r in node.inputs]
+        if node.op.extra.get("region"):
+            lines, loop_guards = regions.write(node, args, position)
+            body.extend(lines)
+            guards.extend(loop_guards)
+            code_parts.extend(lines)
+            exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
+            continue
         if op == "guard":
             cond = args[0]
             expect = node.attrs["expect"]
@@ -141,8 +168,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             message = f"{node.loc}: traced where {described}" if node.loc else (
                 f"traced where {described}")
             guards.append((f"{written} ({node.loc})" if node.loc else written, expect))
-            body.append(layout.statement(f"if {test}:", 1))
-            body.extend(raise_lines("GuardFailure", message, indent=8))
+            body.append(layout.statement(f"if {test}:", depth))
+            body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
             code_parts.append(test)
             continue
         write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
@@ -179,8 +206,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                     fresh = False
                 prelude = f"{name} = {args[0].text if fresh else _copied(args[0], base)}"
             statement = write(node, args, name)
+        elif node in spec.accumulate:
+            name = spec.accumulate[node]
+            statement = f"{name} += {expr.text}"
         else:
-            name = namer.fresh(base_name(node, names, spec.output_name, writes))
+            name = spec.preset.get(node) or namer.fresh(
+                base_name(node, names, spec.output_name, writes))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
@@ -207,13 +238,15 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         elif node.loc is not None:
             statement += f"  # {_short_loc(node)}"
         if prelude:
-            body.append(layout.lay_out(prelude, 1))
-        body.append(layout.lay_out(statement, 1))  # wrapped as ruff format would
+            body.append(layout.lay_out(prelude, depth))
+        body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
 
     if spec.check_finite:
         finite.flush(body, code_parts)
     texts = [_converted(exprs[r.node].text, spec.convert.get(i))
              for i, r in enumerate(graph.outputs)]
+    if spec.body_only:
+        return EmittedFunction(body, guards, set(), set(), set(), texts)
     tree, items = spec.returns
     returned = format_structure(tree, [texts[i] if isinstance(i, int) else i for i in items])
     if tree.kind == "tuple" and len(tree.children) > 1:

@@ -9,6 +9,7 @@ import numpy as np
 from .errors import GradgenError
 from .function import function_groups, pull_back_function
 from .ir import Graph, Node, Ref
+from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import _seed_value, add_n, adjoint, cast
@@ -57,6 +58,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.inputs = list(graph.inputs)
     trace.values = dict(values)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
+    loop_adjoints: dict[Node, dict[int, object]] = {}
 
     with trace:
         trace.role = "bwd"
@@ -73,6 +75,17 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
         for node in reversed(graph.nodes):
             if node not in needed or node.op.name == "input" or node in done:
+                continue
+            if node.op.name == "loop_out" and node.inputs[0].node.op.name == "loop":
+                g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
+                if isinstance(g, Tracer):
+                    adjoints[node] = g.ref
+                loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
+                continue
+            if node.op.name == "loop":
+                with at_loc(node.loc):
+                    pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
+                                   contributions)
                 continue
             if node.op.name == "function_output":
                 siblings = function_calls[node.attrs["call"], node.inputs[1:]]

@@ -203,10 +203,11 @@ def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
     return leaves, trees
 
 
-def trace_function(fn, args, arg_names=None) -> Graph:
+def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
     """Trace ``fn(*args)``. Numeric arguments, and the numeric leaves of dict/list/tuple
     arguments, become graph inputs named after the parameters (``params["W1"]`` -> ``W1``);
-    anything else is passed through as a static value."""
+    anything else is passed through as a static value. With ``loops``, the iterations of
+    each uniform Python loop come back as one loop region (gradgen.loops)."""
     names = arg_names or parameter_names(fn, len(args))
     leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
@@ -237,6 +238,10 @@ def trace_function(fn, args, arg_names=None) -> Graph:
         out_leaves, out_tree = flatten(result)
         outputs = [_output_ref(trace, r, fn) for r in out_leaves]
     graph = trace.graph(outputs)
+    if loops:
+        from .loops import roll_loops
+
+        graph = roll_loops(graph, trace.values)
     last_bound = _version_names(graph, [leaf.name for leaf in leaves] + list(names))
     graph.meta.update(
         fname=function_name(fn), arg_names=names, loc=function_loc(fn), leaves=leaves,

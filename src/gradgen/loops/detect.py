@@ -1,0 +1,397 @@
+"""Find the iterations of Python loops in a traced graph and give each loop back as a region.
+
+Found from the trace alone: a loop shows as a run of nodes that repeats (same op, same source
+line, same shapes, same attributes) where each repetition reads only itself, the one before
+it (the carried values), values from before the run (invariants), constants equal in every
+repetition, and ``xs[t]``-style reads whose integer index moves by a fixed step. Anything
+else (a branch on some iterations, a value kept from two iterations back, a constant that
+changes, a value of an early iteration read after the loop) ends the run there: what cannot
+be rolled stays unrolled, so rolling never changes what is computed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+from dataclasses import dataclass
+
+from ..ir import Graph, Node, Ref
+from ..ops import OPS
+from ..optimize.cse import _hashable
+from ..source import SourceLoc
+from .region import Region, Slice, loop, loop_out
+
+MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
+_FREE = ("input", "const")
+
+
+def roll_loops(graph: Graph, values: dict) -> Graph:
+    """``graph`` with every run of at least MIN_TRIPS uniform iterations replaced by a loop
+    node; repeated so that a loop whose iterations are loops rolls too."""
+    for _ in range(8):
+        nodes, outputs, changed = _roll_once(graph.nodes, graph.outputs, values)
+        if not changed:
+            break
+        graph = graph.with_nodes(nodes, outputs)
+    return graph
+
+
+def _key(node: Node):
+    op = node.op.name
+    loc = node.loc
+    attrs = node.attrs
+    if op == "getitem" and len(node.inputs) == 1:
+        attrs_key = tuple("int" if type(i) is int else _hashable(i) for i in attrs["index"])
+    elif op == "loop":
+        attrs_key = attrs["region"].signature
+    elif not attrs:
+        attrs_key = ()
+    else:
+        try:
+            attrs_key = _hashable(attrs)
+            hash(attrs_key)
+        except TypeError:
+            attrs_key = ("unique", node.serial)
+    where = (loc.file, loc.line, loc.func) if loc is not None else None
+    return (op, where, node.avals, attrs_key, len(node.inputs), node.role)
+
+
+def _const_key(node: Node):
+    return ("const", node.avals, _hashable(node.attrs["value"]))
+
+
+@dataclass(eq=False)
+class _Plan:
+    """A run of ``trips`` uniform iterations found at ``iters``, with how each input slot of
+    the body is fed: ("in", position, index), ("carry", position, index), ("out", node,
+    index) for an invariant, or ("const", key)."""
+
+    iters: list[list[Node]]
+    trips: int
+    classes: list[list[tuple]]
+    inits: dict[tuple[int, int], Ref]
+    slices: dict[int, Slice]
+
+
+def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
+    seq = [n for n in nodes if n.op.name not in _FREE]
+    if len(seq) < 2 * MIN_TRIPS:
+        return nodes, outputs, False
+    ids: dict = {}
+    keys = [ids.setdefault(_key(n), len(ids)) for n in seq]
+    following = [-1] * len(keys)
+    last: dict[int, int] = {}
+    for i in range(len(keys) - 1, -1, -1):
+        following[i] = last.get(keys[i], -1)
+        last[keys[i]] = i
+    users: dict[Node, list] = {}
+    for node in nodes:
+        for ref in node.inputs:
+            users.setdefault(ref.node, []).append(node)
+    for ref in outputs:
+        users.setdefault(ref.node, []).append(None)
+    plans = []
+    i = 0
+    while i < len(seq):
+        plan, skip = _find_at(seq, keys, following, i, users)
+        if plan is None:
+            i += skip
+            continue
+        plans.append(plan)
+        i = seq.index(plan.iters[plan.trips - 1][-1], i) + 1
+    if not plans:
+        return nodes, outputs, False
+    new_nodes, new_outputs = _replace(nodes, outputs, values, plans)
+    return new_nodes, new_outputs, True
+
+
+def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
+    """The loop starting at ``seq[i]``, if any; else how far to move on."""
+    j = following[i]
+    skip = 1
+    for _ in range(4):  # the next occurrences of this op: one of them starts the next trip
+        if j == -1:
+            break
+        period = j - i
+        if i + MIN_TRIPS * period > len(keys):
+            break
+        base = keys[i:j]
+        reps = 1
+        while keys[i + reps * period:i + (reps + 1) * period] == base:
+            reps += 1
+        if reps >= MIN_TRIPS:
+            for shift in (0, 1):  # the first trip may differ (a Python float before arrays)
+                start = i + shift * period
+                iters = [seq[start + k * period:start + (k + 1) * period]
+                         for k in range(reps - shift)]
+                plan = _plan(iters, users)
+                if plan is not None:
+                    return plan, 0
+            skip = max(skip, reps * period)
+        j = following[j]
+    return None, skip
+
+
+def _plan(iters: list[list[Node]], users) -> _Plan | None:
+    if any(n.op.extra.get("statement") or n.op.n_out > 1 for n in iters[0]):
+        return None  # in-place writes stay unrolled (their buffers need the versions)
+    where: dict[Node, tuple[int, int]] = {}
+    for k, trip in enumerate(iters):
+        for j, node in enumerate(trip):
+            where[node] = (k, j)
+
+    def classify(k: int, ref: Ref) -> tuple:
+        node = ref.node
+        if node.op.name == "const":
+            return ("const", _const_key(node))
+        kj = where.get(node)
+        if kj is None:
+            return ("out", node, ref.index)
+        if kj[0] == k:
+            return ("in", kj[1], ref.index)
+        if kj[0] == k - 1:
+            return ("carry", kj[1], ref.index)
+        return ("far",)
+
+    classes = [[classify(1, r) for r in n.inputs] for n in iters[1]]
+    if any(c[0] == "far" for cl in classes for c in cl):
+        return None
+    slices: dict[int, Slice] = {}
+    for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
+        if a.op.name == "getitem" and len(a.inputs) == 1 and a.attrs != b.attrs:
+            if classes[j][0][0] not in ("out", "const"):
+                return None
+            template = a.attrs["index"]
+            step = tuple(y - x if type(x) is int else 0
+                         for x, y in zip(template, b.attrs["index"], strict=True))
+            slices[j] = Slice(template, step)
+    reads = {j for j, n in enumerate(iters[0]) if n.op.name == "getitem" and len(n.inputs) == 1}
+    valid = len(iters)
+    for s in slices.values():  # xs[t - 1] must not wrap around from xs[-1] to xs[0]
+        for x, d in zip(s.template, s.step, strict=True):
+            if d > 0 and x < 0:
+                valid = min(valid, -(x // d) if x % d else -x // d)
+            elif d < 0 and x >= 0:
+                valid = min(valid, x // -d + 1)
+    for k in range(2, valid):
+        same = True
+        for j, node in enumerate(iters[k]):
+            expected = classes[j]
+            for s, ref in enumerate(node.inputs):
+                if classify(k, ref) != expected[s]:
+                    same = False
+                    break
+            if same and j in reads and node.attrs["index"] != (
+                    slices[j].at(k) if j in slices else iters[0][j].attrs["index"]):
+                same = False
+            if not same:
+                break
+        if not same:
+            valid = k
+            break
+    if valid < MIN_TRIPS:
+        return None
+    inits: dict[tuple[int, int], Ref] = {}
+    for j, node in enumerate(iters[0]):
+        for s, ref in enumerate(node.inputs):
+            expected = classes[j][s]
+            first = classify(0, ref)
+            if expected[0] != "carry":
+                if first != expected:
+                    return None
+                continue
+            if first[0] not in ("out", "const"):
+                return None
+            key = (expected[1], expected[2])
+            if inits.setdefault(key, ref) != ref:
+                return None
+    carried = {q for q, _ in inits}
+    for (q, index), ref in inits.items():
+        if q in slices or ref.aval != iters[0][q].avals[index]:
+            return None
+    trips = _rolled_trips(iters, valid, carried, where, users)
+    if trips < MIN_TRIPS:
+        return None
+    return _Plan(iters[:trips], trips, classes, inits, slices)
+
+
+def _rolled_trips(iters, valid, carried, where, users) -> int:
+    """How many of the ``valid`` iterations can become the loop: every value of a rolled trip
+    is read only by that trip or, if carried, by the next one; the last rolled trip's carried
+    values may be read anywhere later (they are the loop's results)."""
+    far_ok = [True] * valid
+    last_ok = [True] * valid
+    for k in range(valid):
+        for j, node in enumerate(iters[k]):
+            for user in users.get(node, ()):
+                w = where.get(user) if user is not None else None
+                if w is not None and w[0] == k:
+                    continue
+                if j not in carried:
+                    last_ok[k] = False
+                if w is None or w[0] != k + 1 or k + 1 >= valid:
+                    far_ok[k] = False
+    first_bad = next((k for k in range(valid) if not far_ok[k]), valid)
+    trips = min(valid, first_bad + 1)
+    while trips >= MIN_TRIPS and not last_ok[trips - 1]:
+        trips -= 1
+    return trips
+
+
+def _replace(nodes: list[Node], outputs: list[Ref], values: dict, plans: list[_Plan]):
+    subst: dict[Ref, Ref] = {}
+    removed: set[Node] = set()
+    starts: dict[Node, _Plan] = {}
+    hoisted: dict[_Plan, list[Node]] = {}
+    position = {n: i for i, n in enumerate(nodes)}
+    for plan in plans:
+        first, last = plan.iters[0][0], plan.iters[-1][-1]
+        removed.update(n for trip in plan.iters for n in trip)
+        starts[first] = plan
+        hoisted[plan] = [n for n in nodes[position[first]:position[last] + 1]
+                         if n.op.name in _FREE]
+    moved = {n for group in hoisted.values() for n in group}
+    new_nodes: list[Node] = []
+    for node in nodes:
+        plan = starts.get(node)
+        if plan is not None:
+            new_nodes += hoisted[plan]
+            new_nodes += _build(plan, values, subst)
+            continue
+        if node in removed or node in moved:
+            continue
+        inputs = tuple(subst.get(r, r) for r in node.inputs)
+        if inputs != node.inputs:
+            new = node.with_inputs(inputs)
+            if node in values:
+                values[new] = values[node]
+            for i in range(len(node.avals)):
+                subst[Ref(node, i)] = Ref(new, i)
+            node = new
+        new_nodes.append(node)
+    return new_nodes, [subst.get(r, r) for r in outputs]
+
+
+def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
+    """The loop node and its outputs for ``plan``; ``subst`` learns what replaces the last
+    trip's carried values."""
+    first, last = plan.iters[0], plan.iters[-1]
+    body_values: dict[Node, object] = {}
+    inputs: list[Node] = []
+
+    def new_input(aval, name, value) -> Node:
+        node = Node(OPS["input"], (), {"index": len(inputs)}, (aval,), None, name, "input")
+        inputs.append(node)
+        body_values[node] = value
+        return node
+
+    carried = sorted(plan.inits)
+    carry_in = {key: new_input(first[key[0]].avals[key[1]], first[key[0]].name,
+                               values[plan.inits[key].node]) for key in carried}
+    slice_at = sorted(plan.slices)
+    slice_in = {j: new_input(first[j].aval, first[j].name, values[first[j]]) for j in slice_at}
+    invariants: dict[Ref, Node] = {}
+    for j, node in enumerate(first):
+        if j in plan.slices:
+            continue
+        for c, ref in zip(plan.classes[j], node.inputs, strict=True):
+            if c[0] == "out" and ref not in invariants:
+                invariants[ref] = new_input(ref.aval, ref.node.name, values[ref.node])
+    body_nodes: list[Node] = []
+    made: dict[int, Node] = {}
+    consts: set[Node] = set()
+    for j, node in enumerate(first):
+        if j in plan.slices:
+            continue
+        ins = []
+        for c, ref in zip(plan.classes[j], node.inputs, strict=True):
+            if c[0] == "const":
+                if ref.node not in consts:
+                    consts.add(ref.node)
+                    body_nodes.append(ref.node)
+                    body_values[ref.node] = values[ref.node]
+                ins.append(ref)
+            elif c[0] == "in":
+                ins.append(slice_in[c[1]].out if c[1] in slice_in else Ref(made[c[1]], c[2]))
+            elif c[0] == "carry":
+                ins.append(carry_in[(c[1], c[2])].out)
+            else:
+                ins.append(invariants[ref].out)
+        new = Node(node.op, ins, node.attrs, node.avals, node.loc, node.name, node.role,
+                   origin=node.origin)
+        made[j] = new
+        body_nodes.append(new)
+        body_values[new] = values[node]
+    header, var = _header(first)
+    body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
+                 {"values": body_values, "loc": header})
+    body = roll_loops(body, body_values)
+    slices = tuple(plan.slices[j] for j in slice_at)
+    region = Region(body, plan.trips, len(carried), slices, header, var,
+                    _signature(body, plan.trips, slices))
+    outer = [*(plan.inits[key] for key in carried), *(first[j].inputs[0] for j in slice_at),
+             *invariants]
+    outer = [subst.get(r, r) for r in outer]
+    attrs = {"region": region}
+    if region.has_guards:
+        attrs["guarded"] = True  # dce keeps it: the guards inside are checks to run
+    avals = tuple(first[q].avals[i] for q, i in carried)
+    node = Node(loop, outer, attrs, avals, header or first[0].loc, None, "fwd")
+    final = tuple(values[last[q]] for q, _ in carried)
+    values[node] = final
+    made_nodes = [node]
+    for c, (q, i) in enumerate(carried):
+        out = Node(loop_out, (node.out,), {"index": c}, (avals[c],), last[q].loc, last[q].name,
+                   "fwd")
+        values[out] = final[c]
+        subst[Ref(last[q], i)] = out.out
+        made_nodes.append(out)
+    return made_nodes
+
+
+def _signature(body: Graph, trips: int, slices) -> tuple:
+    """Equal for two loops that compute the same thing (so a loop of loops can roll)."""
+    position = {n: i for i, n in enumerate(body.nodes)}
+    parts = []
+    for node in body.nodes:
+        if node.op.name == "const":
+            parts.append(_const_key(node))
+        elif node.op.name == "input":
+            parts.append(("input", node.avals))
+        else:
+            parts.append((_key(node), tuple((position[r.node], r.index) for r in node.inputs)))
+    return ("loop", trips, slices, tuple(parts))
+
+
+@functools.lru_cache(maxsize=64)
+def _loops_in(filename: str) -> tuple[tuple[int, int, str | None], ...]:
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For | ast.While):
+            var = node.target.id if isinstance(node, ast.For) and isinstance(
+                node.target, ast.Name) else None
+            found.append((node.lineno, node.end_lineno or node.lineno, var))
+    return tuple(found)
+
+
+def _header(trip: list[Node]) -> tuple[SourceLoc | None, str | None]:
+    """The innermost ``for``/``while`` statement around every line of one trip (read from the
+    source only to quote it and to reuse the loop variable's name)."""
+    locs = [n.loc for n in trip if n.loc is not None]
+    if not locs:
+        return None, None
+    file = locs[0].file
+    lines = [loc.line for loc in locs if loc.file == file]
+    low, high = min(lines), max(lines)
+    best = None
+    for start, end, var in _loops_in(file):
+        if start <= low and high <= end and (best is None or start > best[0]):
+            best = (start, var)
+    if best is None:
+        return None, None
+    return SourceLoc(file, best[0], locs[0].func), best[1]

@@ -1,0 +1,434 @@
+"""Loop regions as Python: ``for t in range(n):`` forward, ``for t in reversed(range(n)):``
+backward, bodies printed by the ordinary emitter inside them.
+
+The forward loop keeps, in lists it allocates, only what its backward reads (the carries at
+the start of each trip and the body values the derivative rules reuse); the backward loop
+reads them back by the loop variable, carries ``grad_<carry>`` from trip to trip, and adds
+each read-only value's gradient into one accumulator (``grad_W += ...``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph, Node, Ref
+from ..ops import OPS
+from ..ops.index import index_text
+from .region import BackwardPlan, Region
+
+
+@dataclass
+class _Split:
+    """A backward plan's joint body cut in two: what the forward loop runs (``forward``,
+    outputs the next carries then the values it saves) and what the backward loop runs
+    (``backward``, its inputs described by ``sources``: ("body", i), ("adjoint", j) or
+    ("saved", r))."""
+
+    forward: Graph
+    saved: list[Node]
+    backward: Graph
+    sources: list[tuple[str, int]]
+
+
+@dataclass
+class _Forward:
+    """What a backward loop needs to know about its forward loop's text."""
+
+    var: str
+    start: int
+    carries: list[str]
+    sources: list[str]
+    invariants: list[str]
+    saved_carries: dict[int, str] = field(default_factory=dict)
+    saved: list[str] = field(default_factory=list)
+
+
+def _affine(var: str, a: int, b: int) -> str:
+    """``a * var + b`` as a person writes it: t, t + 1, t - 1, 2 * t, 9 - t."""
+    if a == 0:
+        return str(b)
+    head = var if a == 1 else f"-{var}" if a == -1 else f"{a} * {var}"
+    if b == 0:
+        return head
+    if a == -1:
+        return f"{b} - {var}"
+    return f"{head} + {b}" if b > 0 else f"{head} - {-b}"
+
+
+def _zero_text(node: Node, like: str) -> str:
+    aval = node.aval
+    if aval.py is not None:
+        return "0.0"
+    if aval.shape == ():
+        return f"np.{aval.dtype.name}(0.0)"
+    return f"np.zeros_like({like})"
+
+
+def _last_reads(graph: Graph) -> dict[Node, int]:
+    last: dict[Node, int] = {}
+    for position, node in enumerate(graph.nodes):
+        for ref in node.inputs:
+            last[ref.node] = position
+    return last
+
+
+def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> dict[Node, str]:
+    """Next-carry outputs that may be computed straight into their carry's variable
+    (``h = np.tanh(W @ h + ...)``): ``carries`` holds (output position, variable, the input
+    holding the old value). Safe when nothing reads the old value later, also through an
+    expression inlined into a later statement, and no other carry's update needs it."""
+    readers: dict[Node, list[Node]] = {}
+    for node in graph.nodes:
+        for ref in node.inputs:
+            readers.setdefault(ref.node, []).append(node)
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    next_values = [graph.outputs[k].node for k, _, _ in carries]
+    outputs = {r.node for r in graph.outputs}
+
+    def lands(node: Node) -> int:  # where a read by ``node`` can end up after inlining
+        while len(readers.get(node, ())) == 1 and node not in outputs and node.name is None:
+            node = readers[node][0]
+        return position[node]
+
+    fixed: dict[Node, str] = {}
+    for k, name, old in carries:
+        out = graph.outputs[k].node
+        if out.op.name in ("input", "const") or out in fixed or next_values.count(out) > 1:
+            continue
+        if old is not None and (old in next_values or any(
+                lands(r) > position[out] for r in readers.get(old, ()) if r is not out)):
+            continue
+        fixed[out] = name
+    return fixed
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return ["\n".join(f"    {part}" if part else part for part in line.split("\n"))
+            for line in lines]
+
+
+def split_plan(plan: BackwardPlan) -> _Split:
+    """Cut ``plan.joint``: the forward side computes the next carries (and the guards); every
+    other node the gradients need runs in the backward loop, reading the forward values it
+    uses from the lists the forward loop fills."""
+    cached = getattr(plan, "_split", None)
+    if cached is not None:
+        return cached
+    joint = plan.joint
+    n_carry = plan.region.n_carry
+    n_body = len(plan.region.body.inputs)
+    forward_side = {r.node for r in joint.outputs[:n_carry]}
+    forward_side.update(n for n in joint.nodes if n.op.name == "guard")
+    for node in reversed(joint.nodes):
+        if node in forward_side:
+            forward_side.update(r.node for r in node.inputs)
+    wanted = {r.node for r in joint.outputs[n_carry:]}
+    for node in reversed(joint.nodes):
+        if node in wanted and node not in forward_side:
+            wanted.update(r.node for r in node.inputs)
+    backward_nodes = [n for n in joint.nodes if n in wanted and (
+        n.op.name == "const" or (n not in forward_side and n.op.name != "input"))]
+    kept = set(backward_nodes)
+    boundary: list[Node] = []  # values the backward side reads from elsewhere, in order
+    seen: set[Node] = set()
+    reads = [r.node for n in backward_nodes for r in n.inputs]
+    reads += [r.node for r in joint.outputs[n_carry:]]
+    for node in reads:
+        if node not in kept and node not in seen:
+            seen.add(node)
+            boundary.append(node)
+    inputs = list(joint.inputs)
+    saved = [n for n in boundary if n not in inputs]
+    sources: list[tuple[str, int]] = []
+    new_inputs: list[Node] = []
+    mapping: dict[Node, Node] = {}
+    values = joint.meta.get("values") or {}
+    new_values: dict[Node, object] = {}
+    for node in boundary:
+        if node in inputs:
+            i = inputs.index(node)
+            sources.append(("body", i) if i < n_body else ("adjoint", i - n_body))
+        else:
+            sources.append(("saved", saved.index(node)))
+        new = Node(OPS["input"], (), {"index": len(new_inputs)}, node.avals, None, node.name,
+                   "input")
+        new_inputs.append(new)
+        mapping[node] = new
+        if node in values:
+            new_values[new] = values[node]
+    copied: list[Node] = []
+    for node in backward_nodes:
+        ins = tuple(Ref(mapping.get(r.node, r.node), r.index) for r in node.inputs)
+        new = node if ins == node.inputs else node.with_inputs(ins)
+        mapping.setdefault(node, new)
+        if node in values:
+            new_values[new] = values[node]
+        copied.append(new)
+    backward = Graph([*new_inputs, *copied], new_inputs,
+                     [Ref(mapping.get(r.node, r.node), r.index)
+                      for r in joint.outputs[n_carry:]], {"values": new_values})
+    forward_nodes = [n for n in joint.nodes
+                     if n in forward_side and n.op.name != "input"]
+    forward = Graph([*inputs[:n_body], *forward_nodes], inputs[:n_body],
+                    [*joint.outputs[:n_carry], *(n.out for n in saved)],
+                    {"values": values})
+    split = _Split(forward, saved, backward, sources)
+    plan._split = split
+    return split
+
+
+def plain_body(region: Region) -> Graph:
+    """The body as the forward of a loop nobody differentiates runs it: optimized once."""
+    cached = region._plans.get("plain")
+    if cached is None:
+        from ..optimize import optimize
+
+        cached = region._plans["plain"] = optimize(region.body)
+    return cached
+
+
+class RegionWriter:
+    """Writes the loop nodes of one emitted function (or loop body) as statements, and knows
+    the variables their results are left in."""
+
+    def __init__(self, graph: Graph, namer, spec, constants):
+        self.namer = namer
+        self.spec = spec
+        self.constants = constants
+        self.results: dict[Node, list[str]] = {}
+        self.forward: dict[Node, _Forward] = {}
+        self.backward_of = {n.inputs[0].node: n for n in graph.nodes
+                            if n.op.name == "loop_bwd"}
+        self.free_vars: set[str] = set()
+        self.last = _last_reads(graph)
+        for ref in graph.outputs:
+            self.last[ref.node] = len(graph.nodes)
+        self.wanted_names: dict[Node, str] = {}  # a loop_out -> the name its adjoint has
+        self.aliased: dict[Node, Node] = {}  # that adjoint -> the loop_out
+        if not self.backward_of:
+            return
+        readers: dict[Node, list[Node]] = {}
+        for node in graph.nodes:
+            for ref in node.inputs:
+                readers.setdefault(ref.node, []).append(node)
+        for node in graph.nodes:
+            if node.op.name != "loop_out" or node.inputs[0].node.op.name != "loop_bwd":
+                continue
+            users = readers.get(node, [])
+            if len(users) == 1 and users[0].op.name == "adjoint" and users[0].name:
+                self.wanted_names[node] = users[0].name
+                self.aliased[users[0]] = node
+
+    # --- what the enclosing emitter asks ----------------------------------------------------
+
+    def result(self, node: Node) -> str:
+        return self.results[node.inputs[0].node][node.attrs["index"]]
+
+    def alias(self, node: Node) -> str | None:
+        out = self.aliased.get(node)
+        return None if out is None else self.result(out)
+
+    def write(self, node: Node, args, position: int) -> tuple[list[str], list]:
+        if node.op.name == "loop":
+            return self._forward(node, args, position)
+        return self._backward(node, args, position)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _loop_var(self, wanted: str) -> str:
+        if wanted in self.free_vars or wanted == "_":
+            return wanted
+        return self.namer.fresh(wanted)
+
+    def _bound(self, expr, base: str | None, lines: list[str]) -> str:
+        """A name for a value the loop reads every trip (computed once, before the loop)."""
+        text = expr.text
+        if text.isidentifier():
+            return text
+        name = self.namer.fresh(base or "tmp")
+        lines.append(f"{name} = {text}")
+        return name
+
+    def _carry_var(self, base: str, expr, node: Node, position: int,
+                   lines: list[str]) -> str:
+        """The variable a carry lives in: the user's name; the value before the loop is
+        assigned to it unless it already is that variable and nothing reads it later."""
+        if expr.text == base and self.last.get(node, position) <= position:
+            return base
+        name = self.namer.fresh(base)
+        lines.append(f"{name} = {expr.text}")
+        return name
+
+    def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
+              accumulate: dict[Node, str]):
+        from ..emit import FunctionSpec, emit_function
+
+        spec = self.spec
+        body_spec = FunctionSpec(
+            spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
+            input_names=input_names, namer=self.namer, depth=spec.depth + 1, preset=preset,
+            accumulate=accumulate, body_only=True)
+        return emit_function(body_spec, self.constants)
+
+    def _comment(self, region: Region, suffix: str = "") -> list[str]:
+        loc = region.header
+        if loc is None:
+            return []
+        text = loc.text()
+        line = f"# {loc}  {text}{suffix}" if text else f"# {loc}{suffix}"
+        return [line if len(line) <= 96 else line[:93] + "..."]
+
+    # --- the forward loop -------------------------------------------------------------------
+
+    def _forward(self, node: Node, args, position: int):
+        region: Region = node.attrs["region"]
+        n_carry, n_slice = region.n_carry, region.n_slice
+        reverse = self.backward_of.get(node)
+        split = split_plan(reverse.attrs["plan"]) if reverse is not None else None
+        graph = split.forward if split is not None else plain_body(region)
+        lines = self._comment(region)
+        body_inputs = region.body.inputs
+        carries = [self._carry_var(body_inputs[c].name or "carry", args[c],
+                                   node.inputs[c].node, position, lines)
+                   for c in range(n_carry)]
+        sources = [self._bound(args[n_carry + s], node.inputs[n_carry + s].node.name, lines)
+                   for s in range(n_slice)]
+        invariants = [self._bound(a, body_inputs[n_carry + n_slice + i].name, lines)
+                      for i, a in enumerate(args[n_carry + n_slice:])]
+        start = next((x for s in region.slices for x, d in zip(s.template, s.step,
+                                                                strict=True) if d == 1), None)
+        uses_var = bool(region.slices) or split is not None
+        user_var = region.var if region.var and region.var != "_" else "t"
+        var = self._loop_var(user_var) if uses_var else "_"
+        info = _Forward(var, start or 0, carries, sources, invariants)
+        names = {c: carries[c] for c in range(n_carry)}
+        for s, sl in enumerate(region.slices):
+            names[n_carry + s] = self._slice_text(sources[s], sl, info)
+        for i, name in enumerate(invariants):
+            names[n_carry + n_slice + i] = name
+        preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
+                                      for c in range(n_carry)])
+        emitted = self._body(graph, names, preset, {})
+        top: list[str] = []
+        if split is not None:  # lists for what the backward loop reads, named after it
+            for c in range(n_carry):
+                if any(kind == "body" and i == c for kind, i in split.sources):
+                    info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
+                    lines.append(f"{info.saved_carries[c]} = []")
+                    top.append(f"{info.saved_carries[c]}.append({carries[c]})")
+            for r, value in enumerate(split.saved):
+                text = emitted.results[n_carry + r]
+                base = text if text.isidentifier() else value.name or "value"
+                info.saved.append(self.namer.fresh(f"{base}_saved"))
+                lines.append(f"{info.saved[-1]} = []")
+        end = [f"{info.saved[r]}.append({emitted.results[n_carry + r]})"
+               for r in range(len(info.saved))]
+        end += self._updates(carries, emitted.results[:n_carry])
+        count = region.trips
+        span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
+        lines.append(f"for {var} in {span}:")
+        lines += _indented(top + emitted.lines + end)
+        if var != "_":
+            self.free_vars.add(var)
+        self.forward[node] = info
+        self.results[node] = carries
+        return lines, emitted.guards * region.trips
+
+    def _slice_text(self, source: str, sl, info: _Forward) -> str:
+        items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
+                      for x, d in zip(sl.template, sl.step, strict=True))
+        return f"{source}[{index_text(items)}]"
+
+    @staticmethod
+    def _updates(variables: list[str], texts: list[str]) -> list[str]:
+        pending = [(v, t) for v, t in zip(variables, texts, strict=True) if v != t]
+        if not pending:
+            return []
+        if len(pending) == 1:
+            return [f"{pending[0][0]} = {pending[0][1]}"]
+        return [f"{', '.join(v for v, _ in pending)} = {', '.join(t for _, t in pending)}"]
+
+    # --- the backward loop ------------------------------------------------------------------
+
+    def _backward(self, node: Node, args, position: int):
+        plan: BackwardPlan = node.attrs["plan"]
+        region = plan.region
+        split = split_plan(plan)
+        info = self.forward[node.inputs[0].node]
+        n_in = len(region.body.inputs)
+        n_carry, n_slice = region.n_carry, region.n_slice
+        lines = self._comment(region, "  (backward)")
+        cot_args = args[1 + n_in:]
+        adjoints: dict[int, str] = {}
+        for j, c in enumerate(plan.carries):
+            adjoints[c] = self._carry_var(f"grad_{info.carries[c]}", cot_args[j],
+                                          node.inputs[1 + n_in + j].node, position, lines)
+        saved_at = info.var if not info.start else _affine(info.var, 1, -info.start)
+        names: dict[int, str] = {}
+        for b, (kind, i) in enumerate(split.sources):
+            if kind == "adjoint":
+                names[b] = adjoints[plan.carries[i]]
+            elif kind == "saved":
+                names[b] = f"{info.saved[i]}[{saved_at}]"
+            elif i < n_carry:
+                names[b] = f"{info.saved_carries[i]}[{saved_at}]"
+            elif i < n_carry + n_slice:
+                names[b] = self._slice_text(info.sources[i - n_carry],
+                                            region.slices[i - n_carry], info)
+            else:
+                names[b] = info.invariants[i - n_carry - n_slice]
+        outputs = self._outputs_of(node)
+        targets: dict[int, str] = {}  # wrt position -> accumulator text
+        results: list[str] = []
+        for j, i in enumerate(plan.targets):
+            if i < n_carry:
+                results.append(adjoints[i])
+                continue
+            wanted = self.wanted_names.get(outputs.get(j)) if outputs.get(j) else None
+            if region.kind(i) == "slice":
+                source = info.sources[i - n_carry]
+                total = self.namer.fresh(wanted or f"grad_{source}")
+                lines.append(f"{total} = np.zeros_like({source})")
+                targets[plan.wrt.index(i)] = self._slice_text(total, region.slices[i - n_carry],
+                                                              info)
+            else:
+                inv = info.invariants[i - n_carry - n_slice]
+                total = self.namer.fresh(wanted or f"grad_{inv}")
+                lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
+                targets[plan.wrt.index(i)] = total
+            results.append(total)
+        graph = split.backward
+        carry_pairs = [(plan.wrt.index(c), adjoints[c]) for c in plan.carries]
+        old = {plan.carries[i]: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
+               if kind == "adjoint"}
+        preset = _fixed_names(graph, [(k, name, old.get(c)) for (k, name), c in
+                                      zip(carry_pairs, plan.carries, strict=True)])
+        accumulate = {}
+        reads = _last_reads(graph)
+        output_nodes = [r.node for r in graph.outputs]
+        for k, text in targets.items():
+            out = output_nodes[k]
+            if (out.op.name not in ("input", "const") and out not in reads and out not in preset
+                    and out not in accumulate and output_nodes.count(out) == 1):
+                accumulate[out] = text
+        emitted = self._body(graph, names, preset, accumulate)
+        end = [f"{text} += {emitted.results[k]}" for k, text in targets.items()
+               if output_nodes[k] not in accumulate]
+        end += self._updates([a for _, a in carry_pairs],
+                             [emitted.results[k] for k, _ in carry_pairs])
+        count = region.trips
+        span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
+        lines.append(f"for {info.var} in reversed({span}):")
+        lines += _indented(emitted.lines + end)
+        self.results[node] = results
+        return lines, emitted.guards * region.trips
+
+    def _outputs_of(self, node: Node) -> dict[int, Node]:
+        return {out.attrs["index"]: out for out in self.wanted_names
+                if out.inputs[0].node is node}
+
+
+class _Raw(str):
+    """An index item printed as it is (the loop variable's expression)."""
+
+    __slots__ = ()

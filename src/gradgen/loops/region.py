@@ -1,0 +1,256 @@
+"""The loop region: one body graph run ``trips`` times, its ops, and its reverse mode.
+
+A ``loop`` node reads ``[carry inits..., sliced arrays..., invariants...]``. Iteration ``k``
+runs the body on the carries, one slice of each sliced array (``xs[t]``, the index affine in
+``k``) and the invariants, and its outputs are the next carries; the node's value is the
+tuple of final carries, read through ``loop_out`` nodes (one per carry, so every edge of the
+graph stays a single value). Reverse mode of a ``loop`` is a ``loop_bwd`` node: the same
+iterations backwards over the body's own joint graph, carrying the adjoints of the carries
+and adding up the gradients of the slices and invariants. Both are ordinary nodes to the
+optimizer; the emitter prints them as ``for`` statements (loops/emit.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..ops import OPS
+from ..ops.index import real_index
+from ..ops.registry import Expr, defop
+from ..source import SourceLoc
+
+
+@dataclass(frozen=True)
+class Slice:
+    """``source[index]`` read once per iteration: the index template of iteration 0 and, per
+    item, how much an integer item grows each iteration (0 for fixed items)."""
+
+    template: tuple
+    step: tuple
+
+    def at(self, k: int) -> tuple:
+        return tuple(item + d * k if d else item for item, d in zip(self.template, self.step,
+                                                                    strict=True))
+
+
+@dataclass(eq=False)
+class Region:
+    """What a loop node runs: ``body`` (inputs carries, slices, invariants; outputs the next
+    carries), ``trips`` times. ``header`` is the loop's source line, ``var`` the user's loop
+    variable, when the source shows one."""
+
+    body: Graph
+    trips: int
+    n_carry: int
+    slices: tuple[Slice, ...]
+    header: SourceLoc | None = None
+    var: str | None = None
+    signature: tuple = ()
+    _plans: dict = field(default_factory=dict)
+
+    @property
+    def n_slice(self) -> int:
+        return len(self.slices)
+
+    def kind(self, i: int) -> str:
+        """What loop input ``i`` is: 'carry', 'slice' or 'invariant'."""
+        if i < self.n_carry:
+            return "carry"
+        return "slice" if i < self.n_carry + self.n_slice else "invariant"
+
+    @property
+    def has_guards(self) -> bool:
+        return any(n.op.name == "guard" or n.attrs.get("guarded") for n in self.body.nodes)
+
+    def inputs_at(self, k: int, carries, outer) -> list:
+        sources = outer[self.n_carry:self.n_carry + self.n_slice]
+        sliced = [src[real_index(s.at(k))] for src, s in zip(sources, self.slices,
+                                                                strict=True)]
+        return [*carries, *sliced, *outer[self.n_carry + self.n_slice:]]
+
+    def backward_plan(self, wrt: tuple[int, ...]) -> BackwardPlan:
+        plan = self._plans.get(wrt)
+        if plan is None:
+            plan = self._plans[wrt] = _backward_plan(self, wrt)
+        return plan
+
+    def __repr__(self) -> str:
+        return f"<loop of {self.trips} trips>"
+
+
+@dataclass(eq=False)
+class BackwardPlan:
+    """The reverse of one region for one set of differentiated inputs: ``joint`` is the body's
+    optimized joint graph, inputs ``[body inputs..., adjoints of the float carries...]``,
+    outputs ``[next carries..., gradient per ``wrt`` input...]``."""
+
+    region: Region
+    joint: Graph
+    carries: tuple[int, ...]  # float carries: the ones with an adjoint
+    wrt: tuple[int, ...]  # body inputs whose gradients ``joint`` computes, in output order
+    targets: tuple[int, ...]  # loop inputs the loop_bwd node returns gradients for
+
+    def __repr__(self) -> str:
+        return f"<reverse of {self.region!r}>"
+
+
+# --- evaluation: run a body graph on values (build-time values, never the emitted code) -----
+
+
+def run_graph(graph: Graph, inputs: list) -> list:
+    """Evaluate ``graph`` on concrete input values; returns its output values."""
+    env: dict[Node, object] = dict(zip(graph.inputs, inputs, strict=True))
+    for node in graph.nodes:
+        op = node.op.name
+        if op == "input" or op == "guard":
+            continue
+        if op == "const":
+            env[node] = node.attrs["value"]
+            continue
+        with np.errstate(all="ignore"):
+            env[node] = node.op.impl(*[env[r.node] for r in node.inputs], **node.attrs)
+    return [env[r.node] for r in graph.outputs]
+
+
+def _loop_impl(*outer, region: Region):
+    carries = list(outer[:region.n_carry])
+    for k in range(region.trips):
+        carries = run_graph(region.body, region.inputs_at(k, carries, outer))
+    return tuple(carries)
+
+
+def _loop_bwd_impl(_final, *rest, plan: BackwardPlan):
+    region = plan.region
+    n_in = len(region.body.inputs)
+    outer, cotangents = rest[:n_in], list(rest[n_in:])
+    carries = list(outer[:region.n_carry])
+    history = []
+    for k in range(region.trips):
+        history.append(carries)
+        carries = run_graph(region.body, region.inputs_at(k, carries, outer))
+    adjoints = {c: cotangents[c] for c in plan.carries}
+    totals: dict[int, object] = {}
+    n_carry = region.n_carry
+    for k in reversed(range(region.trips)):
+        ins = region.inputs_at(k, history[k], outer) + [adjoints[c] for c in plan.carries]
+        grads = run_graph(plan.joint, ins)[n_carry:]
+        for i, g in zip(plan.wrt, grads, strict=True):
+            if i < n_carry:
+                adjoints[i] = g
+            elif region.kind(i) == "slice":
+                s = region.slices[i - n_carry]
+                total = totals.get(i)
+                if total is None:
+                    total = totals[i] = np.zeros(np.shape(outer[i]), np.result_type(outer[i]))
+                total[real_index(s.at(k))] += g
+            else:
+                totals[i] = g if i not in totals else totals[i] + g
+    result = []
+    for i in plan.targets:
+        if i < n_carry:
+            result.append(adjoints[i])
+        elif i in totals:
+            result.append(totals[i])
+        else:
+            result.append(np.zeros_like(outer[i]))
+    return tuple(result)
+
+
+def _loop_sympy(*outer, region: Region):
+    from ..check import symbolic_values
+
+    carries = list(outer[:region.n_carry])
+    body = region.body
+    for k in range(region.trips):
+        ins = region.inputs_at(k, carries, outer)
+        env = symbolic_values(body, dict(zip(body.inputs, ins, strict=True)))
+        carries = [env[r.node] for r in body.outputs]
+    return tuple(carries)
+
+
+def _no_printer(node, args):  # loops/emit.py prints regions as statements
+    return Expr(f"<{node.op.name}>")
+
+
+def _show_region(attrs) -> str:
+    region = attrs.get("region") or attrs["plan"].region
+    where = f" from {region.header}" if region.header else ""
+    return f"{region.trips} trips{where}"
+
+
+loop = defop("loop", _loop_impl, _no_printer, vjp=(), sympy=_loop_sympy,
+             extra={"region": True, "show_attrs": _show_region})
+loop_bwd = defop("loop_bwd", _loop_bwd_impl, _no_printer, vjp=None, nondiff=True,
+                 extra={"region": True, "show_attrs": _show_region})
+loop_out = defop("loop_out", lambda value, index: value[index], _no_printer, vjp=(),
+                 sympy=lambda value, index: value[index],
+                 extra={"show_attrs": lambda attrs: f"output {attrs['index']}"})
+
+
+# --- reverse mode ------------------------------------------------------------------------------
+
+
+def _backward_plan(region: Region, wrt: tuple[int, ...]) -> BackwardPlan:
+    from ..optimize import optimize
+    from ..reverse import reverse
+
+    body = region.body
+    values = dict(body.meta["values"])
+    carries = tuple(c for c in range(region.n_carry) if body.outputs[c].aval.is_float)
+    cotangents = []
+    for c in carries:
+        aval = body.outputs[c].aval
+        name = body.inputs[c].name
+        node = Node(OPS["input"], (), {"index": len(body.inputs) + len(cotangents)}, (aval,),
+                    None, f"grad_{name}" if name else None, "input")
+        values[node] = aval.py(1) if aval.py is not None else np.ones(aval.shape, aval.dtype)[()]
+        cotangents.append(node)
+    graph = Graph([*cotangents, *body.nodes], [*body.inputs, *cotangents], list(body.outputs),
+                  dict(body.meta, values=values))
+    joint = reverse(graph, wrt, [c for c in carries], [n.out for n in cotangents])
+    # reverse returns [float carry outputs..., grads]: put every next carry back in front
+    joint = joint.with_nodes(joint.nodes, [*body.outputs, *joint.outputs[len(carries):]])
+    joint = optimize(joint)
+    return BackwardPlan(region, joint, carries, wrt, ())
+
+
+def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -> None:
+    """Reverse mode of one loop node: a loop_bwd node and its gradients, one ``loop_out``
+    per loop input that needs one, added to ``contributions`` like any rule's."""
+    from ..tracer import Tracer
+
+    region: Region = node.attrs["region"]
+    body = region.body
+    targets = tuple(i for i, r in enumerate(node.inputs)
+                    if r.node in needed and r.aval.is_float)
+    if not targets:
+        return
+    wrt = tuple(sorted({c for c in range(region.n_carry) if body.inputs[c].aval.is_float}
+                       | set(targets)))
+    base = region.backward_plan(wrt)
+    plan = BackwardPlan(region, base.joint, base.carries, base.wrt, targets)
+    cots = []
+    for c in plan.carries:
+        g = cotangents.get(c)
+        if g is None:
+            aval = body.outputs[c].aval
+            zero = aval.py(0) if aval.py is not None else np.zeros(aval.shape, aval.dtype)[()]
+            g = Tracer(trace, trace.const(zero), zero)
+        elif not isinstance(g, Tracer):
+            g = Tracer(trace, trace.const(g), g)
+        cots.append(g)
+    values = trace.values
+    refs = [node.out, *node.inputs, *(g.ref for g in cots)]
+    value = _loop_bwd_impl(values[node], *(values[r.node] for r in node.inputs),
+                           *(g.value for g in cots), plan=plan)
+    avals = tuple(node.inputs[i].aval for i in targets)
+    bwd = trace.add(loop_bwd, refs, {"plan": plan}, avals)
+    values[bwd] = value
+    for j, i in enumerate(targets):
+        out = trace.add(loop_out, (bwd.out,), {"index": j}, (avals[j],))
+        values[out] = value[j]
+        contributions.setdefault(node.inputs[i], []).append(
+            (node.serial, Tracer(trace, out.out, value[j]), node, i))
