@@ -19,7 +19,8 @@ from gradgen.ops import OPS
 
 # Rows that are not operations on values: nothing to differentiate, no symbolic meaning.
 # function_output's VJP is the user's own backward (gradgen.Function; see test_function.py).
-STRUCTURAL = {"input", "const", "guard", "seed", "function_output"}
+STRUCTURAL = {"input", "const", "guard", "seed", "function_output",
+              "loop", "loop_bwd", "loop_out"}  # loop regions: tests/test_loops.py
 # Rows reverse mode inserts; user code never calls them, but they are rules like any other.
 INTERNAL = {"adjoint", "add_n", "copy", "cast"}
 

@@ -237,6 +237,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 group_loc = node.loc
         elif node.loc is not None:
             statement += f"  # {_short_loc(node)}"
+        if statement == f"{name} = {name}":
+            continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:
             body.append(layout.lay_out(prelude, depth))
         body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would

@@ -5,7 +5,8 @@ from __future__ import annotations
 from .ops import BOUND, OPS
 from .ops.registry import CALLED_AS, callable_name
 
-_STRUCTURAL = {"input", "const", "guard", "seed", "function_output"}
+_STRUCTURAL = {"input", "const", "guard", "seed", "function_output", "loop", "loop_bwd",
+               "loop_out"}  # the graph's own plumbing, not rows a user reaches
 # Python syntax and builtins that reach an op without a bound callable.
 _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`", "neg": "unary `-`",
            "abs": "`abs()`", "matmul": "`@`", "mod": "`%`", "floordiv": "`//`", "round": "`round()`",

@@ -322,7 +322,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                    origin=node.origin)
         made[j] = new
         body_nodes.append(new)
-        body_values[new] = values[node]
+        if node in values:  # guards have none
+            body_values[new] = values[node]
     header, var = _header(first)
     body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
                  {"values": body_values, "loc": header})

@@ -40,7 +40,8 @@ class _Forward:
     sources: list[str]
     invariants: list[str]
     saved_carries: dict[int, str] = field(default_factory=dict)
-    saved: list[str] = field(default_factory=list)
+    saved: list[str | None] = field(default_factory=list)
+    next_of: dict[int, int] = field(default_factory=dict)  # saved value -> carry it becomes
 
 
 def _affine(var: str, a: int, b: int) -> str:
@@ -200,7 +201,15 @@ class RegionWriter:
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
                             if n.op.name == "loop_bwd"}
         self.free_vars: set[str] = set()
-        self.last = _last_reads(graph)
+        # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
+        # other inputs are there for the graph's sake (its forward loop saved what it needs).
+        self.last: dict[Node, int] = {}
+        for position, node in enumerate(graph.nodes):
+            reads = node.inputs
+            if node.op.name == "loop_bwd":
+                reads = reads[1 + len(node.attrs["plan"].region.body.inputs):]
+            for ref in reads:
+                self.last[ref.node] = position
         for ref in graph.outputs:
             self.last[ref.node] = len(graph.nodes)
         self.wanted_names: dict[Node, str] = {}  # a loop_out -> the name its adjoint has
@@ -249,11 +258,12 @@ class RegionWriter:
         lines.append(f"{name} = {text}")
         return name
 
-    def _carry_var(self, base: str, expr, node: Node, position: int,
+    def _carry_var(self, base: str, expr, node: Node, owner: Node, position: int,
                    lines: list[str]) -> str:
         """The variable a carry lives in: the user's name; the value before the loop is
         assigned to it unless it already is that variable and nothing reads it later."""
-        if expr.text == base and self.last.get(node, position) <= position:
+        if (expr.text == base and self.last.get(node, position) <= position
+                and sum(r.node is node for r in owner.inputs) == 1):
             return base
         name = self.namer.fresh(base)
         lines.append(f"{name} = {expr.text}")
@@ -289,7 +299,7 @@ class RegionWriter:
         lines = self._comment(region)
         body_inputs = region.body.inputs
         carries = [self._carry_var(body_inputs[c].name or "carry", args[c],
-                                   node.inputs[c].node, position, lines)
+                                   node.inputs[c].node, node, position, lines)
                    for c in range(n_carry)]
         sources = [self._bound(args[n_carry + s], node.inputs[n_carry + s].node.name, lines)
                    for s in range(n_slice)]
@@ -309,25 +319,33 @@ class RegionWriter:
         preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
                                       for c in range(n_carry)])
         emitted = self._body(graph, names, preset, {})
-        top: list[str] = []
+        end: list[str] = []
+        after: list[str] = []
         if split is not None:  # lists for what the backward loop reads, named after it
+            # A carry's list holds its value before the first trip and after each one, so
+            # the backward reads a trip's carry at [t] and what the trip made of it at [t + 1].
+            next_values = {graph.outputs[c].node: c for c in range(n_carry)}
             for c in range(n_carry):
-                if any(kind == "body" and i == c for kind, i in split.sources):
+                read = any(kind == "body" and i == c for kind, i in split.sources)
+                if read or any(next_values.get(v) == c for v in split.saved):
                     info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
-                    lines.append(f"{info.saved_carries[c]} = []")
-                    top.append(f"{info.saved_carries[c]}.append({carries[c]})")
+                    lines.append(f"{info.saved_carries[c]} = [{carries[c]}]")
+                    after.append(f"{info.saved_carries[c]}.append({carries[c]})")
             for r, value in enumerate(split.saved):
+                if value in next_values:
+                    info.saved.append(None)
+                    info.next_of[r] = next_values[value]
+                    continue
                 text = emitted.results[n_carry + r]
                 base = text if text.isidentifier() else value.name or "value"
                 info.saved.append(self.namer.fresh(f"{base}_saved"))
                 lines.append(f"{info.saved[-1]} = []")
-        end = [f"{info.saved[r]}.append({emitted.results[n_carry + r]})"
-               for r in range(len(info.saved))]
-        end += self._updates(carries, emitted.results[:n_carry])
+                end.append(f"{info.saved[-1]}.append({text})")
+        end += self._updates(carries, emitted.results[:n_carry]) + after
         count = region.trips
         span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
         lines.append(f"for {var} in {span}:")
-        lines += _indented(top + emitted.lines + end)
+        lines += _indented(emitted.lines + end)
         if var != "_":
             self.free_vars.add(var)
         self.forward[node] = info
@@ -362,12 +380,16 @@ class RegionWriter:
         adjoints: dict[int, str] = {}
         for j, c in enumerate(plan.carries):
             adjoints[c] = self._carry_var(f"grad_{info.carries[c]}", cot_args[j],
-                                          node.inputs[1 + n_in + j].node, position, lines)
-        saved_at = info.var if not info.start else _affine(info.var, 1, -info.start)
+                                          node.inputs[1 + n_in + j].node, node, position,
+                                          lines)
+        saved_at = _affine(info.var, 1, -info.start)
+        next_at = _affine(info.var, 1, 1 - info.start)
         names: dict[int, str] = {}
         for b, (kind, i) in enumerate(split.sources):
             if kind == "adjoint":
                 names[b] = adjoints[plan.carries[i]]
+            elif kind == "saved" and i in info.next_of:
+                names[b] = f"{info.saved_carries[info.next_of[i]]}[{next_at}]"
             elif kind == "saved":
                 names[b] = f"{info.saved[i]}[{saved_at}]"
             elif i < n_carry:

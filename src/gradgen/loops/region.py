@@ -182,7 +182,7 @@ def _show_region(attrs) -> str:
 
 
 loop = defop("loop", _loop_impl, _no_printer, vjp=(), sympy=_loop_sympy,
-             extra={"region": True, "show_attrs": _show_region})
+             extra={"region": True, "structural": True, "show_attrs": _show_region})
 loop_bwd = defop("loop_bwd", _loop_bwd_impl, _no_printer, vjp=None, nondiff=True,
                  extra={"region": True, "show_attrs": _show_region})
 loop_out = defop("loop_out", lambda value, index: value[index], _no_printer, vjp=(),

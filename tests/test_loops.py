@@ -1,0 +1,323 @@
+"""Loops stay loops: uniform iterations are emitted as a forward and a reversed backward loop.
+
+Each program is checked three ways: ``gradgen.grad`` against central differences (or a
+closed form), the emitted module at other inputs of the same shapes against the unrolled
+module, and the emitted module's length against the trip count (it follows the body)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import gradgen
+from gradgen.errors import GradgenError
+from tests.conftest import numeric_grad, run_emitted
+
+# --- the programs ------------------------------------------------------------------------------
+
+
+def pendulum(theta0, omega0, dt, n):
+    theta, omega = theta0, omega0
+    for _ in range(n):
+        omega = omega - dt * math.sin(theta)
+        theta = theta + dt * omega
+    return theta * theta + omega
+
+
+def gru(Wz, Wh, U, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        x = xs[t]
+        z = 1 / (1 + np.exp(-(Wz @ h + U @ x)))
+        candidate = np.tanh(Wh @ h + U @ x)
+        h = (1 - z) * h + z * candidate
+    return np.sum(h**2)
+
+
+def per_sample_loss(w, X, y):
+    total = 0.0
+    for i in range(X.shape[0]):
+        err = X[i] @ w - y[i]
+        total = total + err * err
+    return total / X.shape[0]
+
+
+def pair_energy(P):
+    energy = 0.0
+    for i in range(P.shape[0]):
+        for j in range(P.shape[0]):
+            d = P[i] - P[j]
+            energy = energy + np.exp(-np.sum(d * d))
+    return energy
+
+
+def ema(xs, alpha):
+    m = xs[0]
+    for t in range(1, xs.shape[0]):
+        m = alpha * xs[t] + (1 - alpha) * m
+    return m * m
+
+
+def clipped_walk(x, steps):
+    for t in range(steps.shape[0]):
+        if steps[t] > 0:
+            x = x + steps[t] * np.sin(x)
+        else:
+            x = x * 0.99
+    return x
+
+
+def newton_sqrt(a):
+    x = a
+    while abs(x * x - a) > 1e-12:
+        x = 0.5 * (x + a / x)
+    return x
+
+
+def running_max_softplus(w, xs):
+    s = 0.0
+    for t in range(xs.shape[0]):
+        s = s + np.log1p(np.exp(xs[t] @ w))
+    return s
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _modules(fn, args, argnums=0):
+    rolled = gradgen.emit(fn, *args, argnums=argnums)
+    flat = gradgen.emit(fn, *args, argnums=argnums, loops="unroll")
+    return rolled, flat
+
+
+def _has_loop(source: str) -> bool:
+    return re.search(r"^ +for \w+ in ", source, re.MULTILINE) is not None
+
+
+def _call(source, fn, args):
+    return run_emitted(source)[f"{fn.__name__}_value_and_grad"](*args)
+
+
+def _same(a, b):
+    if isinstance(a, tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+        return
+    assert type(a) is type(b), (type(a), type(b))
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _check_program(fn, args, other_args, argnums=0):
+    """The rolled module equals the unrolled one at the traced inputs and at others."""
+    rolled, flat = _modules(fn, args, argnums)
+    assert _has_loop(rolled) and not _has_loop(flat)
+    for point in (args, other_args):
+        _same(_call(rolled, fn, point), _call(flat, fn, point))
+    return rolled
+
+
+def _fd_check(fn, args, argnum):
+    got = gradgen.grad(fn, argnums=argnum)(*args)
+    want = numeric_grad(fn, list(args), argnum)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+# --- the vertical slice: carried scalars and arrays, xs[t], invariant weights ------------------
+
+
+def test_pendulum_over_thousands_of_steps():
+    args = (0.5, 0.1, 0.001, 3000)
+    for argnum in (0, 1, 2):
+        _fd_check(pendulum, args, argnum)
+    rolled = gradgen.emit(pendulum, *args, argnums=(0, 1, 2))
+    namespace = run_emitted(rolled)
+    for point in ((0.3, -0.2, 0.002, 3000), args):
+        got = namespace["pendulum_grad"](*point)
+        for argnum in (0, 1, 2):
+            want = numeric_grad(pendulum, list(point), argnum)
+            assert got[argnum] == pytest.approx(float(want), rel=1e-5, abs=1e-8)
+    shorter = gradgen.emit(pendulum, 0.5, 0.1, 0.001, 300, argnums=(0, 1, 2))
+    assert rolled.count("\n") == shorter.count("\n") < 120  # the body, not the trip count
+    assert "for t in reversed(range(3000)):" in rolled
+    assert "math.sin(theta)" in rolled and "grad_omega" in rolled
+    _check_program(pendulum, (0.5, 0.1, 0.01, 40), (0.3, -0.2, 0.02, 40), argnums=(0, 1, 2))
+
+
+def test_gated_recurrent_cell_over_xs():
+    rng = np.random.default_rng(1)
+    n, d, T = 4, 3, 300
+    args = [rng.normal(size=(n, n)) * 0.3, rng.normal(size=(n, n)) * 0.3,
+            rng.normal(size=(n, d)) * 0.3, rng.normal(size=(T, d)), rng.normal(size=n)]
+    small = [a[:20] if k == 3 else a for k, a in enumerate(args)]
+    for argnum in range(5):
+        _fd_check(gru, small, argnum)
+    rolled = gradgen.emit(gru, *args, argnums=(0, 1, 2, 3, 4))
+    assert "for t in range(300):" in rolled and "xs[t]" in rolled
+    assert "grad_xs[t] += " in rolled
+    other = [rng.normal(size=a.shape) for a in args]
+    other[0] *= 0.3
+    got = run_emitted(rolled)["gru_grad"](*other)
+    for argnum in (0, 4):  # at inputs it was not traced at, against central differences
+        np.testing.assert_allclose(got[argnum], numeric_grad(gru, other, argnum), rtol=1e-5,
+                                   atol=1e-8)
+    shorter = gradgen.emit(gru, *small, argnums=(0, 1, 2, 3, 4))
+    assert rolled.count("\n") == shorter.count("\n")
+    small_other = [a[:20] if k == 3 else a for k, a in enumerate(other)]
+    _check_program(gru, small, small_other, argnums=(0, 1, 2, 3, 4))
+
+
+def test_per_sample_loss_over_rows():
+    rng = np.random.default_rng(2)
+    X, y, w = rng.normal(size=(64, 5)), rng.normal(size=64), rng.normal(size=5)
+    got = gradgen.grad(per_sample_loss)(w, X, y)
+    np.testing.assert_allclose(got, 2 * X.T @ (X @ w - y) / 64, rtol=1e-10)
+    rolled = _check_program(per_sample_loss, (w, X, y),
+                            (rng.normal(size=5), rng.normal(size=(64, 5)), rng.normal(size=64)))
+    # the first trip adds to the Python float 0.0, the others to a NumPy float: it stays out
+    assert "X[i]" in rolled and "for i in reversed(range(1, 64)):" in rolled
+
+
+def test_double_loop_over_pairs_nests():
+    rng = np.random.default_rng(3)
+    P = rng.normal(size=(16, 2))
+    _fd_check(pair_energy, (P,), 0)
+    rolled = _check_program(pair_energy, (P,), (rng.normal(size=(16, 2)),))
+    assert rolled.count("for i in range(16):") == 2  # _grad and _value_and_grad
+    assert "    for j in range(16):" in rolled and "for j in reversed(range(16)):" in rolled
+
+
+def test_exponential_moving_average_starts_at_one():
+    rng = np.random.default_rng(4)
+    xs = rng.normal(size=200)
+    alpha = 0.1
+    _fd_check(ema, (xs, alpha), 0)
+    _fd_check(ema, (xs, alpha), 1)
+    rolled = _check_program(ema, (xs, alpha), (rng.normal(size=200), 0.3), argnums=(0, 1))
+    assert "for t in range(1, 200):" in rolled and "xs[t]" in rolled
+
+
+def test_branch_on_some_iterations_splits_into_runs_with_guards():
+    steps = np.where(np.arange(100) < 50, 0.01, -0.01)
+    got = gradgen.grad(clipped_walk)(0.3, steps)
+    want = numeric_grad(clipped_walk, [0.3, steps], 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    rolled = _check_program(clipped_walk, (0.3, steps), (0.7, steps * 2))
+    assert rolled.count("for t in range(") == 4  # two runs, in _grad and _value_and_grad
+    flipped = steps.copy()
+    flipped[70] = 0.01  # off the traced path: the guard in the loop body fires
+    namespace = run_emitted(rolled)
+    with pytest.raises(namespace["GuardFailure"], match=r"steps\[t\] > 0"):
+        namespace["clipped_walk_grad"](0.3, flipped)
+    df = gradgen.grad(clipped_walk)  # the decorator retraces on the other path
+    np.testing.assert_allclose(df(0.3, flipped), numeric_grad(clipped_walk, [0.3, flipped], 0),
+                               rtol=1e-6)
+
+
+def test_while_loop_newton_iteration_has_a_guard_on_the_count():
+    for a in (2.0, 10.0):
+        np.testing.assert_allclose(gradgen.grad(newton_sqrt)(a), 0.5 / math.sqrt(a),
+                                   rtol=1e-9)
+    source = gradgen.emit(newton_sqrt, 2.0)
+    namespace = run_emitted(source)
+    assert namespace["newton_sqrt_grad"](2.0) == pytest.approx(0.5 / math.sqrt(2.0))
+    with pytest.raises(namespace["GuardFailure"]):
+        namespace["newton_sqrt_grad"](1e6)  # needs more Newton steps than traced
+
+
+def test_long_while_loop_rolls_and_checks_its_condition_each_trip():
+    def decay(x):
+        while x > 1e-3:
+            x = x * 0.9
+        return x
+
+    source = gradgen.emit(decay, 1.0)
+    assert "for _ in range(" in source and "if not x > 0.001:" in source
+    namespace = run_emitted(source)
+    assert namespace["decay_grad"](1.0) == pytest.approx(0.9 ** 66)
+    with pytest.raises(namespace["GuardFailure"], match="x > 0.001"):
+        namespace["decay_grad"](100.0)
+
+
+def test_short_loops_stay_unrolled():
+    source = gradgen.emit(pendulum, 0.5, 0.1, 0.01, 5)
+    assert not _has_loop(source)
+
+
+def test_unroll_option_and_cli_flag(tmp_path):
+    rolled, flat = _modules(pendulum, (0.5, 0.1, 0.01, 100))
+    assert flat.count("\n") > 10 * rolled.count("\n")
+    with pytest.raises(GradgenError, match="loops must be"):
+        gradgen.emit(pendulum, 0.5, 0.1, 0.01, 100, loops="roll")
+
+
+def test_trace_lists_the_loop_once():
+    rng = np.random.default_rng(5)
+    graph = gradgen.trace(per_sample_loss, rng.normal(size=3), rng.normal(size=(40, 3)),
+                          rng.normal(size=40))
+    text = str(graph)
+    assert "loop[40 trips from test_loops.py:" in text
+    graph.verify()
+    flat = gradgen.trace(per_sample_loss, rng.normal(size=3), rng.normal(size=(40, 3)),
+                         rng.normal(size=40), loops="unroll")
+    assert "loop" not in str(flat)
+
+
+def test_check_sees_through_the_loop():
+    report = gradgen.check(pendulum, 0.5, 0.1, 0.01, 20, argnums=(0, 1))
+    assert report.ok
+
+
+def test_intermediates_and_check_finite_fall_back_to_unrolled_code():
+    xs = np.linspace(-1, 1, 30)
+    df = gradgen.grad(running_max_softplus, intermediates=("s",))
+    g, extra = df(np.ones(1), xs[:, None])
+    assert not _has_loop(df.source)
+    np.testing.assert_allclose(extra["s"], 1.0)
+    assert g.shape == (1,)
+
+
+def test_grad_of_grad_through_a_loop():
+    def f(x):
+        y = x
+        for _ in range(20):
+            y = np.sin(y)
+        return y
+
+    d2 = gradgen.grad(gradgen.grad(f))(0.4)
+    h = 1e-5
+    d1 = gradgen.grad(f)
+    assert d2 == pytest.approx((d1(0.4 + h) - d1(0.4 - h)) / (2 * h), rel=1e-6)
+
+
+def test_value_read_after_the_loop_from_an_early_iteration_stays_right():
+    def f(x):
+        hs = []
+        h = x
+        for _ in range(30):
+            h = np.tanh(h * 1.1)
+            hs.append(h)
+        return hs[3] + hs[-1]
+
+    got = gradgen.grad(f)(0.2)
+    assert got == pytest.approx(numeric_grad(f, [0.2], 0), rel=1e-6)
+
+
+def test_float32_stays_float32_in_the_loop():
+    rng = np.random.default_rng(6)
+    args = (rng.normal(size=(3, 3)).astype(np.float32) * 0.3,
+            rng.normal(size=(3, 2)).astype(np.float32),
+            rng.normal(size=(40, 2)).astype(np.float32), np.zeros(3, np.float32))
+
+    def rnn(W, U, xs, h0):
+        h = h0
+        for t in range(xs.shape[0]):
+            h = np.tanh(W @ h + U @ xs[t])
+        return np.sum(h)
+
+    g = gradgen.grad(rnn, argnums=(0, 2))(*args)
+    assert g[0].dtype == np.float32 and g[1].dtype == np.float32
+    _check_program(rnn, args, args, argnums=(0, 1, 2, 3))
