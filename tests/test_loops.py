@@ -235,7 +235,7 @@ def test_long_while_loop_rolls_and_checks_its_condition_each_trip():
         return x
 
     source = gradgen.emit(decay, 1.0)
-    assert "for _ in range(" in source and "if not x > 0.001:" in source
+    assert re.search(r"for \w+ in range\(", source) and "if not x > 0.001:" in source
     namespace = run_emitted(source)
     assert namespace["decay_grad"](1.0) == pytest.approx(0.9 ** 66)
     with pytest.raises(namespace["GuardFailure"], match="x > 0.001"):
@@ -259,7 +259,7 @@ def test_trace_lists_the_loop_once():
     graph = gradgen.trace(per_sample_loss, rng.normal(size=3), rng.normal(size=(40, 3)),
                           rng.normal(size=40))
     text = str(graph)
-    assert "loop[40 trips from test_loops.py:" in text
+    assert re.search(r"loop\[\d+ trips from test_loops.py:\d+\]", text)
     graph.verify()
     flat = gradgen.trace(per_sample_loss, rng.normal(size=3), rng.normal(size=(40, 3)),
                          rng.normal(size=40), loops="unroll")

@@ -16,6 +16,8 @@ import functools
 import linecache
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..optimize.cse import _hashable
@@ -72,6 +74,7 @@ class _Plan:
     classes: list[list[tuple]]
     inits: dict[tuple[int, int], Ref]
     slices: dict[int, Slice]
+    hoisted: list[int]
 
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
@@ -126,14 +129,19 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
                 iters = [seq[start + k * period:start + (k + 1) * period]
                          for k in range(reps - shift)]
                 plan = _plan(iters, users)
-                if plan is not None:
+                if isinstance(plan, _Plan):
                     return plan, 0
-            skip = max(skip, reps * period)
+                # the uniform trips ended too soon (a trip that differs): look again after
+                # them; a run that failed for any other reason stays unrolled as a whole
+                trips = plan if plan else reps
+                skip = max(skip, shift * period + trips * period)
         j = following[j]
     return None, skip
 
 
-def _plan(iters: list[list[Node]], users) -> _Plan | None:
+def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
+    """The loop these trips make, or, when fewer than MIN_TRIPS of them are uniform, how
+    many are (None when the run fails for another reason)."""
     if any(n.op.extra.get("statement") or n.op.n_out > 1 for n in iters[0]):
         return None  # in-place writes stay unrolled (their buffers need the versions)
     where: dict[Node, tuple[int, int]] = {}
@@ -191,7 +199,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | None:
             valid = k
             break
     if valid < MIN_TRIPS:
-        return None
+        return valid
     inits: dict[tuple[int, int], Ref] = {}
     for j, node in enumerate(iters[0]):
         for s, ref in enumerate(node.inputs):
@@ -208,12 +216,26 @@ def _plan(iters: list[list[Node]], users) -> _Plan | None:
                 return None
     carried = {q for q, _ in inits}
     for (q, index), ref in inits.items():
-        if q in slices or ref.aval != iters[0][q].avals[index]:
+        if q in slices or not _fits(ref.aval, iters[0][q].avals[index]):
             return None
     trips = _rolled_trips(iters, valid, carried, where, users)
     if trips < MIN_TRIPS:
         return None
-    return _Plan(iters[:trips], trips, classes, inits, slices)
+    hoisted: list[int] = []  # loop-invariant code: computed once, before the loop
+    for j, node in enumerate(iters[0]):
+        if (j not in slices and j not in carried and node.op.name != "guard" and node.avals
+                and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
+                        for c in classes[j])):
+            hoisted.append(j)
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted)
+
+
+def _fits(init, carry) -> bool:
+    """Can a value of aval ``init`` start a carry of aval ``carry``? The same aval, or a
+    Python float starting a NumPy float scalar (``total = 0.0`` before ``total += x @ w``):
+    the loop starts from it converted, which gives the same numbers."""
+    return init == carry or (init.py is float and carry.py is None and carry.shape == ()
+                             and carry.dtype.kind == "f")
 
 
 def _rolled_trips(iters, valid, carried, where, users) -> int:
@@ -287,22 +309,45 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         return node
 
     carried = sorted(plan.inits)
-    carry_in = {key: new_input(first[key[0]].avals[key[1]], first[key[0]].name,
-                               values[plan.inits[key].node]) for key in carried}
+    carry_in = {}
+    for key in carried:
+        aval = first[key[0]].avals[key[1]]
+        value = values[plan.inits[key].node]
+        if aval.py is None and not isinstance(value, np.generic | np.ndarray):
+            value = aval.dtype.type(value)  # a Python float starting a NumPy float carry
+        carry_in[key] = new_input(aval, first[key[0]].name, value)
     slice_at = sorted(plan.slices)
     slice_in = {j: new_input(first[j].aval, first[j].name, values[first[j]]) for j in slice_at}
+    outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
+    hoisted: dict[int, Node] = {}
+    for j in plan.hoisted:
+        node = first[j]
+        ins = tuple(Ref(hoisted[c[1]], c[2]) if c[0] == "in" else subst.get(r, r)
+                    for c, r in zip(plan.classes[j], node.inputs, strict=True))
+        moved = node if ins == node.inputs else node.with_inputs(ins)
+        values[moved] = values[node]
+        hoisted[j] = moved
+        outside.append(moved)
     invariants: dict[Ref, Node] = {}
+
+    def invariant(ref: Ref) -> Node:
+        if ref not in invariants:
+            invariants[ref] = new_input(ref.aval, ref.node.name, values[ref.node])
+        return invariants[ref]
+
     for j, node in enumerate(first):
-        if j in plan.slices:
+        if j in plan.slices or j in hoisted:
             continue
         for c, ref in zip(plan.classes[j], node.inputs, strict=True):
-            if c[0] == "out" and ref not in invariants:
-                invariants[ref] = new_input(ref.aval, ref.node.name, values[ref.node])
+            if c[0] == "out":
+                invariant(ref)
+            elif c[0] == "in" and c[1] in hoisted:
+                invariant(Ref(hoisted[c[1]], c[2]))
     body_nodes: list[Node] = []
     made: dict[int, Node] = {}
     consts: set[Node] = set()
     for j, node in enumerate(first):
-        if j in plan.slices:
+        if j in plan.slices or j in hoisted:
             continue
         ins = []
         for c, ref in zip(plan.classes[j], node.inputs, strict=True):
@@ -312,6 +357,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                     body_nodes.append(ref.node)
                     body_values[ref.node] = values[ref.node]
                 ins.append(ref)
+            elif c[0] == "in" and c[1] in hoisted:
+                ins.append(invariants[Ref(hoisted[c[1]], c[2])].out)
             elif c[0] == "in":
                 ins.append(slice_in[c[1]].out if c[1] in slice_in else Ref(made[c[1]], c[2]))
             elif c[0] == "carry":
@@ -333,7 +380,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                     _signature(body, plan.trips, slices))
     outer = [*(plan.inits[key] for key in carried), *(first[j].inputs[0] for j in slice_at),
              *invariants]
-    outer = [subst.get(r, r) for r in outer]
+    outer = [subst.get(r, r) for r in outer]  # (hoisted refs are never in subst)
     attrs = {"region": region}
     if region.has_guards:
         attrs["guarded"] = True  # dce keeps it: the guards inside are checks to run
@@ -341,7 +388,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     node = Node(loop, outer, attrs, avals, header or first[0].loc, None, "fwd")
     final = tuple(values[last[q]] for q, _ in carried)
     values[node] = final
-    made_nodes = [node]
+    made_nodes = [*outside, node]
     for c, (q, i) in enumerate(carried):
         out = Node(loop_out, (node.out,), {"index": c}, (avals[c],), last[q].loc, last[q].name,
                    "fwd")
@@ -389,9 +436,11 @@ def _header(trip: list[Node]) -> tuple[SourceLoc | None, str | None]:
     file = locs[0].file
     lines = [loc.line for loc in locs if loc.file == file]
     low, high = min(lines), max(lines)
+    inner = [n.loc.line for n in trip if n.op.name == "loop" and n.loc is not None]
     best = None
     for start, end, var in _loops_in(file):
-        if start <= low and high <= end and (best is None or start > best[0]):
+        if (start <= low and high <= end and all(start < line for line in inner)
+                and (best is None or start > best[0])):
             best = (start, var)
     if best is None:
         return None, None

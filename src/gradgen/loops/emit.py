@@ -9,11 +9,13 @@ each read-only value's gradient into one accumulator (``grad_W += ...``).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
+from ..ops.registry import Expr
 from .region import BackwardPlan, Region
 
 
@@ -56,6 +58,16 @@ def _affine(var: str, a: int, b: int) -> str:
     return f"{head} + {b}" if b > 0 else f"{head} - {-b}"
 
 
+def _start_of(expr, node: Node, c: int):
+    """A carry's value before the loop; a Python float that starts a NumPy float carry is
+    converted, so every trip runs on the types the body was traced with."""
+    region = node.attrs["region"]
+    aval = region.body.inputs[c].aval
+    if node.inputs[c].aval.py is not None and aval.py is None:
+        return Expr(f"np.{aval.dtype.name}({expr.text})")
+    return expr
+
+
 def _zero_text(node: Node, like: str) -> str:
     aval = node.aval
     if aval.py is not None:
@@ -94,13 +106,21 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
     fixed: dict[Node, str] = {}
     for k, name, old in carries:
         out = graph.outputs[k].node
-        if out.op.name in ("input", "const") or out in fixed or next_values.count(out) > 1:
+        if not _is_statement(out) or out in fixed or next_values.count(out) > 1:
             continue
         if old is not None and (old in next_values or any(
                 lands(r) > position[out] for r in readers.get(old, ()) if r is not out)):
             continue
         fixed[out] = name
     return fixed
+
+
+def _is_statement(node: Node) -> bool:
+    """Is ``node`` printed as a statement of its own (so it can be given a name or be added
+    into an accumulator)? Inputs, constants and a loop's results are not."""
+    if node.op.name == "adjoint" and node.inputs[0].node.op.name == "loop_out":
+        return False  # the loop's result, under its adjoint's name
+    return node.op.name not in ("input", "const", "loop_out")
 
 
 def _indented(lines: list[str]) -> list[str]:
@@ -124,11 +144,17 @@ def split_plan(plan: BackwardPlan) -> _Split:
         if node in forward_side:
             forward_side.update(r.node for r in node.inputs)
     wanted = {r.node for r in joint.outputs[n_carry:]}
+    # A loop inside the body is run again in the backward loop, next to its own reverse,
+    # which reads what it saves: each trip of this loop then gets its own inner lists.
+    rerun: set[Node] = set()
     for node in reversed(joint.nodes):
-        if node in wanted and node not in forward_side:
+        if node in wanted and (node not in forward_side or node in rerun):
             wanted.update(r.node for r in node.inputs)
+            if node.op.name == "loop_bwd":
+                rerun.add(node.inputs[0].node)
     backward_nodes = [n for n in joint.nodes if n in wanted and (
-        n.op.name == "const" or (n not in forward_side and n.op.name != "input"))]
+        n.op.name == "const" or n in rerun
+        or (n not in forward_side and n.op.name != "input"))]
     kept = set(backward_nodes)
     boundary: list[Node] = []  # values the backward side reads from elsewhere, in order
     seen: set[Node] = set()
@@ -254,7 +280,8 @@ class RegionWriter:
         text = expr.text
         if text.isidentifier():
             return text
-        name = self.namer.fresh(base or "tmp")
+        row = re.fullmatch(r"(\w+)\[(\w+)\]", text)  # P[i] read by an inner loop: P_i
+        name = self.namer.fresh(base or (f"{row[1]}_{row[2]}" if row else "tmp"))
         lines.append(f"{name} = {text}")
         return name
 
@@ -298,7 +325,7 @@ class RegionWriter:
         graph = split.forward if split is not None else plain_body(region)
         lines = self._comment(region)
         body_inputs = region.body.inputs
-        carries = [self._carry_var(body_inputs[c].name or "carry", args[c],
+        carries = [self._carry_var(body_inputs[c].name or "carry", _start_of(args[c], node, c),
                                    node.inputs[c].node, node, position, lines)
                    for c in range(n_carry)]
         sources = [self._bound(args[n_carry + s], node.inputs[n_carry + s].node.name, lines)
@@ -430,7 +457,7 @@ class RegionWriter:
         output_nodes = [r.node for r in graph.outputs]
         for k, text in targets.items():
             out = output_nodes[k]
-            if (out.op.name not in ("input", "const") and out not in reads and out not in preset
+            if (_is_statement(out) and out not in reads and out not in preset
                     and out not in accumulate and output_nodes.count(out) == 1):
                 accumulate[out] = text
         emitted = self._body(graph, names, preset, accumulate)
