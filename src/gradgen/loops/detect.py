@@ -124,17 +124,20 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         while keys[i + reps * period:i + (reps + 1) * period] == base:
             reps += 1
         if reps >= MIN_TRIPS:
-            for shift in (0, 1):  # the first trip may differ (a Python float before arrays)
-                start = i + shift * period
+            # Where a trip starts: here, a trip later (the first may differ), or a few ops
+            # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
+            # The first source line of the body is where a trip most likely starts.
+            offsets = sorted(range(min(period, 8)), key=lambda r: (_line(seq[i + r]), r))
+            for start in (s for r in offsets for s in (i + r, i + r + period)):
+                trips = reps - (start > i)
                 iters = [seq[start + k * period:start + (k + 1) * period]
-                         for k in range(reps - shift)]
+                         for k in range(trips)]
                 plan = _plan(iters, users)
                 if isinstance(plan, _Plan):
                     return plan, 0
-                # the uniform trips ended too soon (a trip that differs): look again after
-                # them; a run that failed for any other reason stays unrolled as a whole
-                trips = plan if plan else reps
-                skip = max(skip, shift * period + trips * period)
+                if isinstance(plan, int):  # the uniform trips ended too soon: look after them
+                    skip = max(skip, start - i + plan * period)
+            skip = max(skip, period)
         j = following[j]
     return None, skip
 
@@ -228,6 +231,10 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                         for c in classes[j])):
             hoisted.append(j)
     return _Plan(iters[:trips], trips, classes, inits, slices, hoisted)
+
+
+def _line(node: Node) -> int:
+    return node.loc.line if node.loc is not None else 0
 
 
 def _fits(init, carry) -> bool:

@@ -226,7 +226,6 @@ class RegionWriter:
         self.forward: dict[Node, _Forward] = {}
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
                             if n.op.name == "loop_bwd"}
-        self.free_vars: set[str] = set()
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
@@ -271,9 +270,19 @@ class RegionWriter:
     # --- helpers ----------------------------------------------------------------------------
 
     def _loop_var(self, wanted: str) -> str:
-        if wanted in self.free_vars or wanted == "_":
+        """The user's loop variable, or a fresh name while an enclosing loop has it."""
+        free = self._free_vars()
+        if wanted in free:
+            free.discard(wanted)
             return wanted
-        return self.namer.fresh(wanted)
+        return wanted if wanted == "_" else self.namer.fresh(wanted)
+
+    def _free_vars(self) -> set[str]:
+        # loop variables of loops that have ended, shared by the nested bodies' writers
+        free = getattr(self.namer, "free_loop_vars", None)
+        if free is None:
+            free = self.namer.free_loop_vars = set()
+        return free
 
     def _bound(self, expr, base: str | None, lines: list[str]) -> str:
         """A name for a value the loop reads every trip (computed once, before the loop)."""
@@ -374,7 +383,7 @@ class RegionWriter:
         lines.append(f"for {var} in {span}:")
         lines += _indented(emitted.lines + end)
         if var != "_":
-            self.free_vars.add(var)
+            self._free_vars().add(var)
         self.forward[node] = info
         self.results[node] = carries
         return lines, emitted.guards * region.trips
@@ -467,8 +476,13 @@ class RegionWriter:
                              [emitted.results[k] for k, _ in carry_pairs])
         count = region.trips
         span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
-        lines.append(f"for {info.var} in reversed({span}):")
+        var = self._loop_var(info.var) if info.var != "_" else "_"
+        if var != info.var:
+            raise AssertionError("a backward loop reuses its forward loop's variable")
+        lines.append(f"for {var} in reversed({span}):")
         lines += _indented(emitted.lines + end)
+        if var != "_":
+            self._free_vars().add(var)
         self.results[node] = results
         return lines, emitted.guards * region.trips
 

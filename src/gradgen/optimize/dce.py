@@ -7,7 +7,8 @@ from ..ir import Graph
 
 def dce(graph: Graph) -> tuple[Graph, bool]:
     live = {r.node for r in graph.outputs}
-    live.update(n for n in graph.nodes if n.op.name == "guard")
+    # guards, and loops with guards inside (gradgen.loops), are checks that must still run
+    live.update(n for n in graph.nodes if n.op.name == "guard" or n.attrs.get("guarded"))
     for node in reversed(graph.nodes):  # one backward sweep: readers come after what they read
         if node in live:
             live.update(r.node for r in node.inputs)
