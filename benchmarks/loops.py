@@ -94,7 +94,8 @@ def run(quick: bool = False) -> list[dict]:
                 first[loops].append(seconds)
         calls = {loops: load_module(src, fn.__name__)[f"{fn.__name__}_grad"]
                  for loops, src in sources.items()}
-        np.testing.assert_allclose(calls["keep"](*args), calls["unroll"](*args), rtol=1e-9)
+        for a, b in zip(calls["keep"](*args), calls["unroll"](*args), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-9)
         cached = {"keep": [], "unroll": []}
         for _ in range(3 if quick else 7):  # interleaved, so both see the same machine load
             for loops in ("keep", "unroll"):

@@ -381,10 +381,15 @@ def test_hundred_thousand_op_loop_under_a_small_recursion_limit():
     try:
         df = gradgen.value_and_grad(f)
         value, g = df(2.0)
-        graph_text = str(df.source)
+        rolled = str(df.source)
+        unrolled = gradgen.emit(f, 2.0, loops="unroll")  # the 100,000-op graph itself
     finally:
         sys.setrecursionlimit(saved)
     assert value == expected_value
     assert g == expected_grad
     assert g == pytest.approx(1.000001**n, rel=1e-9)
-    assert graph_text.count("\n") > n  # one statement per step, nothing rolled up
+    assert rolled.count("\n") < 60  # the loop stays a loop (gradgen.loops)
+    assert unrolled.count("\n") > n  # one statement per step
+    namespace = {}
+    exec(compile(unrolled, "<unrolled>", "exec"), namespace)
+    assert namespace["f_value_and_grad"](2.0) == (expected_value, expected_grad)
