@@ -266,6 +266,8 @@ def test_trace_lists_the_loop_once():
                           rng.normal(size=40))
     text = str(graph)
     assert re.search(r"loop\[\d+ trips from test_loops.py:\d+\]", text)
+    body = text.split("loop[")[1]
+    assert "{ lambda total:f64[]" in body and "getitem" not in body.split("in (")[0]
     graph.verify()
     flat = gradgen.trace(per_sample_loss, rng.normal(size=3), rng.normal(size=(40, 3)),
                          rng.normal(size=40), loops="unroll")

@@ -49,6 +49,9 @@ def graph_listing(graph: Graph) -> str:
             continue
         outs = " ".join(f"{names[node]}:{a}" for a in node.avals)
         lines.append(f"  {outs} = {node.op.name}{attr_text} {args}{where}".rstrip())
+        if node.op.name == "loop":  # the body, once: carries, slices, invariants -> carries
+            body = graph_listing(node.attrs["region"].body)
+            lines.extend(f"    {line}" for line in body.splitlines())
     outs = ", ".join(_arg(r, names) for r in graph.outputs)
     lines.append(f"  in ({outs}) }}")
     return "\n".join(lines)
