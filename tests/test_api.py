@@ -12,6 +12,8 @@ import sympy as sp
 
 import gradgen
 
+from .conftest import run_emitted
+
 grad = gradgen.grad
 
 
@@ -390,6 +392,4 @@ def test_hundred_thousand_op_loop_under_a_small_recursion_limit():
     assert g == pytest.approx(1.000001**n, rel=1e-9)
     assert rolled.count("\n") < 60  # the loop stays a loop (gradgen.loops)
     assert unrolled.count("\n") > n  # one statement per step
-    namespace = {}
-    exec(compile(unrolled, "<unrolled>", "exec"), namespace)
-    assert namespace["f_value_and_grad"](2.0) == (expected_value, expected_grad)
+    assert run_emitted(unrolled)["f_value_and_grad"](2.0) == (expected_value, expected_grad)
