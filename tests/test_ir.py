@@ -261,7 +261,7 @@ def test_large_graph_listing_dot_and_verify_iterate():
     saved = sys.getrecursionlimit()
     sys.setrecursionlimit(1000)
     try:
-        graph = gradgen.trace(chain, 0.1, backward=True)
+        graph = gradgen.trace(chain, 0.1, backward=True, loops="unroll")  # every step a node
         graph.verify()
         text = str(graph)
         dot = graph.to_dot()
