@@ -176,6 +176,15 @@ class GradFunction:
         """The emitted module of the path the last call ran (None before the first call)."""
         return self._last.built.source if self._last is not None else None
 
+    def _repr_html_(self) -> str | None:
+        """Notebooks: the explain page of the path the last call ran, embedded (None, so the
+        plain repr shows, before the first call)."""
+        if self._last is None:
+            return None
+        from .explain import iframe, page_for_built
+
+        return iframe(page_for_built(self._last.built, self.fn))
+
     def _build(self, args) -> Built:
         if self.kind in ("jacobian", "hessian"):
             return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")

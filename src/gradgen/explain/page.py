@@ -108,8 +108,8 @@ def _function_span(path: str | None, def_line: int | None) -> tuple[int, int] | 
 def _source_pane(files: _Files, page: PageInput, linked: set[str]) -> str:
     out = ['<section class="pane" id="pane-source" aria-labelledby="h-source">',
            '<h2 id="h-source">Your function</h2>',
-           '<div class="code scroll" role="listbox" aria-label="lines of your function" '
-           'data-roving>']
+           ('<div class="code scroll" role="listbox" aria-label="lines of your function" '
+            'data-roving>')]
     for index, path in enumerate(files.paths):
         wanted = {int(k.split(":")[1]) for k in linked if k.startswith(f"{index}:")}
         span = _function_span(path, page.def_line) if index == 0 else None
@@ -198,8 +198,8 @@ def _code_pane(page: PageInput, files: _Files) -> tuple[str, set[str]]:
     html_lines = highlight_lines(page.source)
     linked = {k for v in views for item in v.items for k in (*item.lines, *item.also)}
     out = ['<section class="pane" id="pane-code" aria-labelledby="h-code">',
-           '<h2 id="h-code">The emitted gradient, with the rule behind each backward '
-           "statement</h2>"]
+           ('<h2 id="h-code">The emitted gradient, with the rule behind each backward '
+            "statement</h2>")]
     if preamble:
         rows = "".join(f'<span class="line"><span class="no" aria-hidden="true">{n}</span>'
                        f"{html_lines[n - 1]}</span>" for n in preamble)
@@ -286,19 +286,19 @@ def render_page(page: PageInput) -> str:
         "<body>",
         "<header>",
         f"<h1>How gradgen differentiates <code>{_esc(page.fname)}</code></h1>",
-        f'<p class="sub"><code>{_esc(where)}</code> for <code>{_esc(signature)}</code>'
-        f"{(': ' + _esc(page.what)) if page.what else ''}</p>",
-        '<button type="button" id="theme" aria-label="colour scheme: auto, light or dark">'
-        "Colours: auto</button>",
+        (f'<p class="sub"><code>{_esc(where)}</code> for <code>{_esc(signature)}</code>'
+         f"{(': ' + _esc(page.what)) if page.what else ''}</p>"),
+        ('<button type="button" id="theme" aria-label="colour scheme: auto, light or dark">'
+         "Colours: auto</button>"),
         "</header>",
-        '<p class="help">Select a line of your function (click it, or Tab into the list and '
-        "use the arrow keys) to see what it became; select a statement or a graph node to see "
-        "the line it comes from.<br>"
-        '<span class="legend"><span><span class="swatch sw-hl"></span>made from that line'
-        '</span><span><span class="swatch sw-hl2"></span>related: the adjoint of its value, '
-        'or a sum of its uses</span><span><span class="swatch sw-fwd"></span>forward</span>'
-        '<span><span class="swatch sw-bwd"></span>backward (dashed edges: the backward '
-        "reads a forward value)</span></span></p>",
+        ('<p class="help">Select a line of your function (click it, or Tab into the list and '
+         "use the arrow keys) to see what it became; select a statement or a graph node to see "
+         "the line it comes from.<br>"
+         '<span class="legend"><span><span class="swatch sw-hl"></span>made from that line'
+         '</span><span><span class="swatch sw-hl2"></span>related: the adjoint of its value, '
+         'or a sum of its uses</span><span><span class="swatch sw-fwd"></span>forward</span>'
+         '<span><span class="swatch sw-bwd"></span>backward (dashed edges: the backward '
+         "reads a forward value)</span></span></p>"),
         '<p id="status" role="status" aria-live="polite"></p>',
         '<main class="panes">',
         source_html,

@@ -134,7 +134,7 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
                    defined: dict[str, str]) -> FunctionView:
     items: list[Item] = []
     header_last = fn.body[0].lineno - 1
-    def_keys = sorted(set(defined[p.arg] for p in fn.args.args if p.arg in defined))
+    def_keys = sorted({defined[p.arg] for p in fn.args.args if p.arg in defined})
     items.append(Item(fn.lineno, header_last, "def", def_keys))
     body = fn.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -144,6 +144,7 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
     previous_end = items[-1].last
     group: list[str] = []
     fused: tuple[str, list[str]] | None = None
+    banners: list[Item] = []  # a Function's banner belongs to the group header under it
     backward = False
     for stmt in _flat_statements(body):
         # comment-only lines before the statement: banners, group headers, fused-sum notes
@@ -158,8 +159,12 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
                 group = [k for k in [keys.key(m[1], m[2])] if k]
                 fused = None
                 items.append(Item(line, line, "group", group))
+                for banner in banners:
+                    banner.lines = list(group)
+                banners = []
             else:
-                items.append(Item(line, line, "banner", []))
+                banners.append(Item(line, line, "banner", []))
+                items.append(banners[-1])
         last = _header_end(stmt)
         trailing = " ".join(comments.get(n, "") for n in range(stmt.lineno, last + 1))
         name = _target(stmt)

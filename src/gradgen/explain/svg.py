@@ -170,14 +170,14 @@ def graph_svg(graph: Graph,
     width = max(b.x + b.width for b in boxes) + PAD
     height = (max(b.row for b in boxes) + 1) * (NODE_H + ROW_GAP) - ROW_GAP + 2 * PAD + 20
     marker = f"{id_prefix}-arrow"
+    css = "graph fit" if width <= FIT_WIDTH else "graph"
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="graph{" fit" if width <= FIT_WIDTH else ""}" '
-        f'width="{width:.0f}" '
-        f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="group" '
-        'aria-label="forward and backward graph">',
-        f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-        'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-        'class="arrowhead"/></marker></defs>',
+        (f'<svg xmlns="http://www.w3.org/2000/svg" class="{css}" width="{width:.0f}" '
+         f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" role="group" '
+         'aria-label="forward and backward graph">'),
+        (f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+         'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+         'class="arrowhead"/></marker></defs>'),
     ]
     fwd = [b for b in boxes if b.side == "fwd"]
     bwd = [b for b in boxes if b.side == "bwd"]
