@@ -1,5 +1,16 @@
 """The page's inline style sheet and script: no fonts, styles or scripts from anywhere else."""
 
+# The dark palette, used for the system's dark scheme and for the page's own dark choice.
+DARK = """
+  --bg: #0d1117; --fg: #e6edf3; --muted: #9da7b3; --pane: #161b22; --border: #30363d;
+  --kw: #ff7b72; --str: #a5d6ff; --num: #79c0ff; --bi: #d2a8ff; --com: #9da7b3;
+  --rule: #e3b341; --loc: #9da7b3;
+  --hl: #3a2e00; --hl-edge: #e3b341; --hl2: #102a4c; --hl2-edge: #58a6ff; --focus: #58a6ff;
+  --fwd-fill: #0c2d6b; --fwd-line: #79c0ff; --bwd-fill: #4a2600; --bwd-line: #f0883e;
+  --edge: #8b949e;
+  color-scheme: dark;
+""".strip()
+
 CSS = r"""
 :root {
   --bg: #ffffff; --fg: #1b1f24; --muted: #57606a; --pane: #f6f8fa; --border: #d0d7de;
@@ -12,23 +23,11 @@ CSS = r"""
 }
 @media (prefers-color-scheme: dark) {
   :root:not([data-theme="light"]) {
-    --bg: #0d1117; --fg: #e6edf3; --muted: #9da7b3; --pane: #161b22; --border: #30363d;
-    --kw: #ff7b72; --str: #a5d6ff; --num: #79c0ff; --bi: #d2a8ff; --com: #9da7b3;
-    --rule: #e3b341; --loc: #9da7b3;
-    --hl: #4d3d00; --hl-edge: #e3b341; --hl2: #102a4c; --hl2-edge: #58a6ff; --focus: #58a6ff;
-    --fwd-fill: #0c2d6b; --fwd-line: #79c0ff; --bwd-fill: #4a2600; --bwd-line: #f0883e;
-    --edge: #8b949e;
-    color-scheme: dark;
+DARK_PLACEHOLDER
   }
 }
 :root[data-theme="dark"] {
-  --bg: #0d1117; --fg: #e6edf3; --muted: #9da7b3; --pane: #161b22; --border: #30363d;
-  --kw: #ff7b72; --str: #a5d6ff; --num: #79c0ff; --bi: #d2a8ff; --com: #9da7b3;
-  --rule: #e3b341; --loc: #9da7b3;
-  --hl: #4d3d00; --hl-edge: #e3b341; --hl2: #102a4c; --hl2-edge: #58a6ff; --focus: #58a6ff;
-  --fwd-fill: #0c2d6b; --fwd-line: #79c0ff; --bwd-fill: #4a2600; --bwd-line: #f0883e;
-  --edge: #8b949e;
-  color-scheme: dark;
+DARK_PLACEHOLDER
 }
 * { box-sizing: border-box; }
 body { margin: 0; background: var(--bg); color: var(--fg);
@@ -108,7 +107,7 @@ svg .edge.cross { stroke-dasharray: 3 3; opacity: 0.7; }
 svg .arrowhead { fill: var(--edge); }
 svg .side-title, svg .edge-label { fill: var(--muted); font-size: 12px; }
 .listing { font-size: 12px; margin: 8px 0 0; }
-"""
+""".replace("DARK_PLACEHOLDER", DARK)
 
 JS = r"""
 (function () {

@@ -173,6 +173,7 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
             message = ast.unparse(stmt.body[0])
             item.lines = keys.all_in(message)[:1]
             item.kind = "check" if "NonFiniteGradient" in message else "guard"
+            item.last = stmt.end_lineno
         elif isinstance(stmt, ast.Return):
             item.kind = "return"
         elif "# seed" in trailing:
