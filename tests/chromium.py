@@ -2,8 +2,9 @@
 
 ``Browser`` starts ``chromium --headless`` on a page, speaks the protocol over a websocket
 (a minimal client: text frames, masking, lengths up to 64 bits), clicks where an element is,
-evaluates JavaScript, takes screenshots and looks at their pixels. Chromium comes from Debian's ``chromium`` package;
-``find_chromium`` installs it with apt-get only when GRADGEN_INSTALL_CHROMIUM=1.
+evaluates JavaScript, takes screenshots and looks at their pixels. Chromium comes from
+Debian's ``chromium`` package; ``find_chromium`` installs it with apt-get only when
+GRADGEN_INSTALL_CHROMIUM=1.
 """
 
 from __future__ import annotations

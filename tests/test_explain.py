@@ -23,8 +23,10 @@ from gradgen.explain.svg import layout
 from .conftest import EXAMPLES, ROOT
 
 sys.path.insert(0, EXAMPLES)
-import double_triple  # noqa: E402
-import reused_value  # noqa: E402
+import itertools
+
+import double_triple
+import reused_value
 
 VOID = {"meta", "br", "input", "img", "link", "path", "rect", "hr"}
 
@@ -290,7 +292,7 @@ def test_layout_rows_follow_edges_and_boxes_do_not_overlap():
         by_row.setdefault((box.row, box.side), []).append(box)
     for row in by_row.values():
         row.sort(key=lambda b: b.x)
-        for a, b in zip(row, row[1:], strict=False):
+        for a, b in itertools.pairwise(row):
             assert a.x + a.width <= b.x, (a.label, b.label)
     fwd_right = max(b.x + b.width for b in boxes if b.side == "fwd")
     assert all(b.x > fwd_right for b in boxes if b.side == "bwd")
@@ -357,8 +359,8 @@ def test_graph_repr_html_is_svg_and_listing():
     (pre,) = [e for e in tree.elements if e.tag == "pre"]
     assert text_of(pre).startswith("{ lambda x:float .")
     scope = tree.elements[0].attrs["id"]
-    assert all(rule.startswith(f"#{scope}") or rule.startswith("@media")
-               for rule in re.findall(r"^(\S.*?) \{", tree.elements[1].content(), re.M))
+    assert all(rule.startswith((f"#{scope}", "@media"))
+               for rule in re.findall(r"^(\S.*?) \{", tree.elements[1].content(), re.MULTILINE))
     forward = gradgen.trace(reused_value.f, 2.0)
     assert "bwd" not in forward._repr_html_().split("<pre>")[0].split("<svg")[1]
 
@@ -369,3 +371,16 @@ def test_importing_gradgen_does_not_load_explain():
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, check=False)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_vjp_page_links_its_backward_without_a_seed():
+    import mm
+
+    tree = Tree(explain(mm.f, np.array([[2.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]),
+                        vjp=True))
+    statements, _nodes = _selected(tree, "0:5")
+    assert any(s.startswith("14 grad_x = cotangent @ M.T") for s in statements), statements
+    assert any(s.startswith("15 grad_M = x.T @ cotangent") for s in statements)
+    (cotangent,) = [e for e in tree.elements if e.tag == "g"
+                    and e.attrs["aria-label"].startswith("grad_y, f64[1,2]")]
+    assert "bwd" in cotangent.attrs["class"].split()  # it starts the backward column

@@ -83,6 +83,8 @@ button:focus-visible, [tabindex]:focus-visible { outline: 2px solid var(--focus)
 .com.rule { color: var(--rule); font-style: normal; font-weight: 600; }
 .com.seed { color: var(--rule); }
 [role="tablist"] { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 6px; }
+#fit { margin-bottom: 6px; font-size: 0.85rem; }
+#fit[aria-pressed="true"] { border-color: var(--focus); }
 [role="tab"][aria-selected="true"] { background: var(--bg); border-color: var(--focus);
   font-weight: 600; }
 details { margin-bottom: 6px; }
@@ -230,6 +232,20 @@ JS = r"""
       });
     });
   });
+  // The drawing at its own size (scrolling) or scaled to the pane.
+  var fitButton = doc.getElementById("fit");
+  var drawing = doc.querySelector("svg.graph");
+  function showFit() {
+    var on = drawing.classList.contains("fit");
+    fitButton.setAttribute("aria-pressed", on ? "true" : "false");
+  }
+  if (fitButton && drawing) {
+    showFit();
+    fitButton.addEventListener("click", function () {
+      drawing.classList.toggle("fit");
+      showFit();
+    });
+  }
   // Light, dark, or the system's choice.
   var themeButton = doc.getElementById("theme");
   var themes = ["auto", "light", "dark"];

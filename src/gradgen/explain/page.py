@@ -305,6 +305,8 @@ def render_page(page: PageInput) -> str:
         code_html,
         '<section class="pane" id="pane-graph" aria-labelledby="h-graph">',
         '<h2 id="h-graph">The graph: forward, then backward</h2>',
+        ('<button type="button" id="fit" aria-pressed="false">Fit the drawing to the pane'
+         "</button>"),
         f'<div class="scroll" data-roving>{svg}</div>',
         "</section>",
         "</main>",

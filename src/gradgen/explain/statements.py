@@ -152,10 +152,13 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
             text = comments.get(line)
             if text is None:
                 continue
+            # a vjp has no seed: its backward starts at the first group
             if (m := _FUSED.match(text)) is not None:
+                backward = True
                 fused = (m[1], keys.all_in(m[2]))
                 items.append(Item(line, line, "note", [], fused[1]))
             elif (m := _GROUP.match(text)) is not None:
+                backward = True
                 group = [k for k in [keys.key(m[1], m[2])] if k]
                 fused = None
                 items.append(Item(line, line, "group", group))

@@ -23,7 +23,7 @@ NODE_H = 38
 ROW_GAP = 34
 COL_GAP = 18
 SIDE_GAP = 44
-FIT_WIDTH = 600  # narrower drawings scale down to fit their pane; wider ones scroll
+FIT_WIDTH = 700  # narrower drawings scale down to fit their pane; wider ones scroll
 PAD = 12
 
 
@@ -94,9 +94,12 @@ def layout(graph: Graph) -> tuple[list[Box], list[tuple[Box, Box, int, bool]]]:
     """Boxes with rows and x positions, and edges (source, target, output index, crossing)."""
     drawn, rep, shown = _drawn(graph)
     boxes: dict[Node, Box] = {}
+    n_leaves = len(graph.meta.get("leaves", ())) or len(graph.inputs)
     for node in drawn:
         first, second, kind = _label(node, shown.get(node))
-        side = "bwd" if node.role == "bwd" else "fwd"
+        # a vjp's cotangent is an input of the backward pass: it starts the backward column
+        cotangent = node.op.name == "input" and node.attrs.get("index", 0) >= n_leaves
+        side = "bwd" if node.role == "bwd" or cotangent else "fwd"
         width = max(len(first), len(second)) * CHAR_W + 18
         boxes[node] = Box(node, shown.get(node, ""), first, second, side, kind, width=width)
     preds: dict[Node, list[tuple[Node, int]]] = {n: [] for n in drawn}
