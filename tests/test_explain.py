@@ -298,14 +298,27 @@ def test_layout_rows_follow_edges_and_boxes_do_not_overlap():
     assert all(b.x > fwd_right for b in boxes if b.side == "bwd")
 
 
-def test_a_deep_graph_lays_out_without_recursion():
+def test_a_deep_graph_is_drawn_without_recursion():
+    """The page for a 400-step chain renders under a recursion limit of 120 frames above the
+    test's own: nothing in it recurses on the graph's depth."""
+    import inspect
+
+    from gradgen.build import Request, build
+    from gradgen.explain import page_for_built
+
     def chain(x):
-        for _ in range(1500):
+        for _ in range(400):
             x = np.sin(x)
         return x
 
-    page = explain(chain, 0.3)
-    assert page.count('<g class="node') > 3000
+    built = build(chain, (0.3,), Request(), annotate=True)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 120)
+    try:
+        page = page_for_built(built, chain)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert page.count('<g class="node') > 800
 
 
 def test_cli_writes_the_page(tmp_path):

@@ -42,15 +42,22 @@ def comment_class(text: str) -> str:
     return "com rule"
 
 
-def highlight_lines(text: str) -> list[str]:
+def tokens_of(text: str) -> list[tokenize.TokenInfo] | None:
+    """Python's tokens of ``text`` (None if it does not tokenize)."""
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+
+
+def highlight_lines(text: str, tokens: list[tokenize.TokenInfo] | None = None) -> list[str]:
     """``text`` as HTML, one string per line (no newline), every token escaped and wrapped in
     a ``<span class=...>`` by kind. Text the tokenizer rejects is escaped as plain text."""
     lines = text.splitlines()
     out = [[] for _ in lines]
     cursor = [0] * len(lines)  # columns already written per line
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
+    tokens = tokens_of(text) if tokens is None else tokens
+    if tokens is None:
         return [html.escape(line) for line in lines]
 
     def put(row: int, upto: int, css: str | None, until: int | None = None) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..ir import Graph, Node
 from .assets import CSS, JS
-from .highlight import highlight_lines
+from .highlight import highlight_lines, tokens_of
 from .statements import FunctionView, parse_module
 from .svg import graph_svg
 
@@ -194,8 +194,9 @@ def _code_pane(page: PageInput, files: _Files) -> tuple[str, set[str]]:
     params = {}
     if page.def_line and page.file:
         params = {p: f"0:{page.def_line}" for p in page.params}
-    preamble, views = parse_module(page.source, files.by_base, params)
-    html_lines = highlight_lines(page.source)
+    tokens = tokens_of(page.source) or []  # emitted code always tokenizes
+    preamble, views = parse_module(page.source, tokens, files.by_base, params)
+    html_lines = highlight_lines(page.source, tokens)
     linked = {k for v in views for item in v.items for k in (*item.lines, *item.also)}
     out = ['<section class="pane" id="pane-code" aria-labelledby="h-code">',
            ('<h2 id="h-code">The emitted gradient, with the rule behind each backward '

@@ -10,7 +10,6 @@ statement computing ``grad_v`` is also linked to the line that computed ``v``.
 from __future__ import annotations
 
 import ast
-import io
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -55,15 +54,8 @@ class _Keys:
         return list(dict.fromkeys(k for k in keys if k is not None))
 
 
-def _comments(text: str) -> dict[int, str]:
-    found = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                found[tok.start[0]] = tok.string
-    except (tokenize.TokenError, SyntaxError):
-        pass
-    return found
+def _comments(tokens: list[tokenize.TokenInfo]) -> dict[int, str]:
+    return {tok.start[0]: tok.string for tok in tokens if tok.type == tokenize.COMMENT}
 
 
 def _flat_statements(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -105,13 +97,14 @@ def _header_end(stmt: ast.stmt) -> int:
     return stmt.body[0].lineno - 1 if getattr(stmt, "body", None) else stmt.end_lineno
 
 
-def parse_module(text: str, files: dict[str, int], params: dict[str, str]
-                 ) -> tuple[list[int], list[FunctionView]]:
+def parse_module(text: str, tokens: list[tokenize.TokenInfo], files: dict[str, int],
+                 params: dict[str, str]) -> tuple[list[int], list[FunctionView]]:
     """The module's preamble lines (header, imports, classes, helpers) and its functions,
-    each split into linked items. ``files`` maps a file's basename to its index on the page;
-    ``params`` maps each parameter name to the key of the ``def`` line."""
+    each split into linked items. ``tokens`` are the text's tokens; ``files`` maps a file's
+    basename to its index on the page; ``params`` maps each parameter name to the key of the
+    ``def`` line."""
     tree = ast.parse(text)
-    comments = _comments(text)
+    comments = _comments(tokens)
     keys = _Keys(files)
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)
                  and not n.name.startswith("_")]
