@@ -397,3 +397,16 @@ def test_a_vjp_page_links_its_backward_without_a_seed():
     (cotangent,) = [e for e in tree.elements if e.tag == "g"
                     and e.attrs["aria-label"].startswith("grad_y, f64[1,2]")]
     assert "bwd" in cotangent.attrs["class"].split()  # it starts the backward column
+
+
+def test_leaves_of_a_dict_argument_link_to_the_def_line():
+    def loss(params, x):
+        h = np.tanh(x @ params["W"])
+        return np.sum(h * params["b"])
+
+    tree = Tree(explain(loss, {"W": np.ones((3, 2)), "b": np.ones(2)}, np.ones((4, 3))))
+    def_key = next(e.attrs["data-key"] for e in tree.find(data_key=True)
+                   if "def loss(params, x):" in e.attrs.get("aria-label", ""))
+    unpacked = [text_of(e) for e in tree.find(data_lines=def_key) if e.tag == "div"]
+    assert any('W = params["W"]' in t for t in unpacked), unpacked
+    assert any("grad_W" in t or "def loss_grad" in t for t in unpacked)

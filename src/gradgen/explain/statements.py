@@ -92,6 +92,16 @@ def _target(stmt: ast.stmt) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _subscript_root(stmt: ast.stmt) -> str | None:
+    """``params`` for ``W1 = params["W1"]`` (a leaf of a dict/list/tuple argument)."""
+    value = stmt.value if isinstance(stmt, ast.Assign) else None
+    if not isinstance(value, ast.Subscript):
+        return None
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
 def _header_end(stmt: ast.stmt) -> int:
     """The last line of a compound statement's header (``for t in range(n):``)."""
     return stmt.body[0].lineno - 1 if getattr(stmt, "body", None) else stmt.end_lineno
@@ -178,8 +188,9 @@ def _function_view(fn: ast.FunctionDef, comments: dict[int, str], keys: _Keys,
         elif not backward:
             item.kind = "fwd"
             item.lines = keys.all_in(trailing)
-            if not item.lines and name in defined:  # unpacking an argument: the def line
-                item.lines = [defined[name]]
+            root = _subscript_root(stmt)
+            if not item.lines and root in defined:  # W1 = params["W1"]: from the def line
+                item.lines = [defined[root]]
         else:
             value = name[5:] if name and name.startswith("grad_") else None
             own = [defined[value]] if value in defined else []
