@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -126,3 +127,48 @@ def test_phone_width_and_dark_scheme(chromium, page_url, shots):
     assert (seen["width"], seen["height"]) == (390, 844)
     assert seen["hits"]["bg"] > 0.3 * 390 * 844, seen  # dark, not a white page
     assert seen["hits"]["hl"] > 500 and seen["colours"] > 100, seen
+
+
+def test_the_notebook_view_works_inside_its_iframe(chromium, tmp_path, shots):
+    """What a notebook shows after ``df(2.0)``: the page in a sandboxed iframe, its script
+    running there. A click where line 5 is paints the highlight inside the frame."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    try:
+        import reused_value
+    finally:
+        sys.path.pop(0)
+    import gradgen
+
+    df = gradgen.grad(reused_value.f)
+    df(2.0)
+    host = tmp_path / "notebook.html"
+    host.write_text('<!DOCTYPE html><html><body style="margin: 0; background: #fff">'
+                    f'<div style="width: 1000px">{df._repr_html_()}</div></body></html>')
+    standalone = tmp_path / "page.html"
+    standalone.write_text(gradgen.explain(reused_value.f, 2.0))
+    with Browser(chromium, standalone.as_uri()) as page:  # where line 5 is, frame-relative
+        page.resize(998, 638)
+        page.colour_scheme("light")
+        x, y = page.evaluate("(function () { var r = document.querySelector("
+                             "'[data-key=\"0:5\"]').getBoundingClientRect();"
+                             "return [r.left + 40, r.top + r.height / 2]; })()")
+    with Browser(chromium, host.as_uri()) as page:
+        page.resize(1000, 700)
+        page.colour_scheme("light")
+        for _ in range(100):  # the frame paints after its parent's load event
+            before = page.pixels(page.screenshot(os.path.join(shots, "notebook-before.png")),
+                                 {"hl": LIGHT_HL})
+            if before["content"] > 0.1:
+                break
+            time.sleep(0.1)
+        for kind in ("mousePressed", "mouseReleased"):  # 1 px: the iframe's border
+            page.call("Input.dispatchMouseEvent", type=kind, x=x + 1, y=y + 1, button="left",
+                      clickCount=1)
+        for _ in range(100):
+            after = page.pixels(page.screenshot(os.path.join(shots, "notebook-after.png")),
+                                {"hl": LIGHT_HL})
+            if after["hits"]["hl"] > before["hits"]["hl"] + 3000:
+                break
+            time.sleep(0.1)
+    assert before["content"] > 0.1, before  # the frame shows the page, not a blank box
+    assert after["hits"]["hl"] > before["hits"]["hl"] + 3000, (before, after)

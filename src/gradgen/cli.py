@@ -295,7 +295,7 @@ def cmd_graph(ns) -> int:
 def cmd_explain(ns) -> int:
     from argparse import Namespace
 
-    from .explain import explain
+    from .api import explain
 
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)

@@ -232,7 +232,7 @@ class Graph:
 
     def _repr_html_(self) -> str:
         """Notebooks: the graph drawn as inline SVG (no Graphviz needed), with its listing."""
-        from .explain.graphview import graph_html
+        from .explainer.graphview import graph_html
 
         return graph_html(self)
 

@@ -1,4 +1,4 @@
-"""``gradgen explain``: one offline HTML page linking source, emitted gradient and graph."""
+"""The learner's page (``gradgen explain``): source, emitted gradient and graph, linked."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import inspect
 from ..build import Built
 from .page import PageInput, iframe, render_page
 
-__all__ = ["explain", "iframe", "page_for_built"]
+__all__ = ["iframe", "page_for_built"]
 
 
 def _def_line(fn) -> tuple[str | None, int | None, list[str]]:
@@ -36,17 +36,3 @@ def page_for_built(built: Built, fn) -> str:
     page = PageInput(built.annotated_source(), built.joint, built.fname, file, line,
                      list(names), what)
     return render_page(page)
-
-
-def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,
-            command: str | None = None) -> str:
-    """One self-contained HTML page (inline CSS and JS, nothing fetched) showing ``fn``'s
-    source, the emitted gradient module annotated with its rules, and the forward and
-    backward graph as inline SVG, linked line by line."""
-    from ..api import _normalize_argnums
-    from ..build import Request, build
-
-    nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
-    built = build(fn, args, request, command, annotate=True)
-    return page_for_built(built, fn)
