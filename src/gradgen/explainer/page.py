@@ -14,6 +14,7 @@ import html
 import linecache
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ir import Graph, Node
@@ -52,14 +53,14 @@ class _Files:
         for node in graph.nodes:
             if node.loc is not None and node.loc.file not in self.paths:
                 self.paths.append(node.loc.file)
-        self.by_base: dict[str, int] = {}
+        self.index = {path: i for i, path in enumerate(self.paths)}
+        self.by_base: dict[str, int] = {}  # emitted comments name files by basename
         for index, path in enumerate(self.paths):
             self.by_base.setdefault(os.path.basename(path), index)
 
     def key(self, node: Node) -> str | None:
-        if node.loc is None or node.loc.file not in self.paths:
-            return None
-        return f"{self.paths.index(node.loc.file)}:{node.loc.line}"
+        index = self.index.get(node.loc.file) if node.loc is not None else None
+        return None if index is None else f"{index}:{node.loc.line}"
 
 
 def _spans(path: str, wanted: set[int], function_span: tuple[int, int] | None
@@ -224,46 +225,45 @@ def _code_pane(page: PageInput, files: _Files) -> tuple[str, set[str]]:
     return "\n".join(out), linked
 
 
-def graph_links(graph: Graph, key_of) -> callable:
-    """``links(node, name)`` for the SVG: a node comes from its line; an adjoint ``grad_v``
-    also relates to the lines that computed ``v``; a fused sum comes from ``v``'s line and
-    relates to the uses it adds up."""
-    lines_of: dict[str, list[str]] = {}
+def graph_links(graph: Graph, key_of: Callable[[Node], str | None], def_key: str | None
+                ) -> Callable[[Node, str], tuple[list[str], list[str]]]:
+    """``links(node, name)`` for the SVG: a node comes from its line (an argument from the
+    ``def`` line); an adjoint ``grad_v`` also relates to the lines that computed ``v``; a fused
+    sum comes from ``v``'s line and relates to the uses it adds up."""
+    lines_of: dict[str, list[str]] = {}  # a user's name -> the lines that computed it
+    by_loc: dict[str, str] = {}  # "file.py:6" as fused sums list their uses -> key
     for node in graph.nodes:
-        if node.role in ("fwd", "input") and node.name:
-            key = key_of(node)
-            if key is not None and key not in lines_of.setdefault(node.name, []):
-                lines_of[node.name].append(key)
+        key = def_key if node.op.name == "input" and node.role == "input" else key_of(node)
+        named = node.role in ("fwd", "input") and node.name and key is not None
+        if named and key not in lines_of.setdefault(node.name, []):
+            lines_of[node.name].append(key)
+        if node.loc is not None and key is not None:
+            by_loc.setdefault(str(node.loc), key)
 
     def links(node: Node, name: str) -> tuple[list[str], list[str]]:
         own = [k for k in [key_of(node)] if k is not None]
+        if node.op.name == "input" and not own and def_key and node.role == "input":
+            own = [def_key]
         if node.role != "bwd":
             return own, []
         value = re.sub(r"_\d+$", "", name.removeprefix("grad_")) if name.startswith(
             "grad_") else None
         defined = lines_of.get(value, []) if value else []
         if node.op.name == "add_n" and node.attrs.get("uses") and defined:
-            uses = [str(u) for u in node.attrs["uses"]]
-            return defined, [k for k in own if k not in defined] + _use_keys(uses, graph,
-                                                                            key_of)
+            uses = [by_loc.get(str(u)) for u in node.attrs["uses"]]
+            related = [k for k in own if k not in defined] + [k for k in uses if k]
+            return defined, list(dict.fromkeys(related))
         return own, [k for k in defined if k not in own]
 
     return links
-
-
-def _use_keys(uses: list[str], graph: Graph, key_of) -> list[str]:
-    by_text = {}
-    for node in graph.nodes:
-        if node.loc is not None:
-            by_text.setdefault(str(node.loc), key_of(node))
-    return list(dict.fromkeys(k for k in (by_text.get(u) for u in uses) if k))
 
 
 def render_page(page: PageInput) -> str:
     """The whole page as one self-contained HTML document."""
     files = _Files(page.file, page.graph)
     code_html, linked = _code_pane(page, files)
-    links = graph_links(page.graph, files.key)
+    def_key = f"0:{page.def_line}" if page.file and page.def_line else None
+    links = graph_links(page.graph, files.key, def_key)
     for node in page.graph.nodes:
         key = files.key(node)
         if key is not None:
