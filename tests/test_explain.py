@@ -362,6 +362,9 @@ def test_grad_repr_html_embeds_the_page_after_a_call():
     vg = gradgen.value_and_grad(reused_value.f)
     vg(2.0)
     assert "f_value_and_grad" in html.unescape(vg._repr_html_())
+    hess = gradgen.hessian(reused_value.f)
+    assert hess(2.0) == 6.0
+    assert "the Hessian with respect to x" in html.unescape(hess._repr_html_())
 
 
 def test_graph_repr_html_is_svg_and_listing():

@@ -28,11 +28,12 @@ def page_for_built(built: Built, fn) -> str:
     file, line, params = _def_line(fn)
     names = params or built.forward.meta.get("arg_names", [])
     argnums = built.request.argnums
-    if built.request.vjp:
-        what = "the vector-Jacobian product"
-    else:
-        wrt = ", ".join(names[a] for a in argnums if a < len(names))
-        what = f"the gradient with respect to {wrt}" if wrt else ""
+    wrt = ", ".join(names[a] for a in argnums if a < len(names))
+    kind = next((k for k in ("hessian", "jacobian") if f"def {built.fname}_{k}(" in built.source),
+                "vjp" if built.request.vjp else "gradient")
+    what = {"vjp": "the vector-Jacobian product", "hessian": f"the Hessian with respect to {wrt}",
+            "jacobian": f"the Jacobian with respect to {wrt}"}.get(
+        kind, f"the gradient with respect to {wrt}" if wrt else "")
     page = PageInput(built.annotated_source(), built.joint, built.fname, file, line,
                      list(names), what)
     return render_page(page)
