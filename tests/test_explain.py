@@ -199,7 +199,9 @@ def test_controls_are_focusable_and_labelled(tree):
     for el in selectable:
         assert el.attrs.get("aria-label") or text_of(el), el.tag
     for group in tree.find(data_roving=True):
-        assert group.attrs.get("aria-label") or group.tag == "div"
+        assert group.attrs.get("role") == "group" and group.attrs.get("aria-label")
+    pressed = [e for e in selectable if e.attrs.get("role") == "button" and e.tag != "button"]
+    assert len(pressed) > 30 and all(e.attrs.get("aria-pressed") == "false" for e in pressed)
     for button in [e for e in tree.elements if e.tag == "button"]:
         assert text_of(button)
 

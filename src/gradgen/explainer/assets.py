@@ -144,7 +144,7 @@ JS = r"""
     var firstInPane = {};
     all.forEach(function (other) {
       other.classList.remove("hl", "hl2", "current");
-      if (other.getAttribute("role") === "option") { other.setAttribute("aria-selected", "false"); }
+      if (other.hasAttribute("aria-pressed")) { other.setAttribute("aria-pressed", "false"); }
       var own = other.hasAttribute("data-key") ? [other.getAttribute("data-key")] :
         keysOf(other, "data-lines");
       var also = other.hasAttribute("data-key") ? [] : keysOf(other, "data-also");
@@ -167,7 +167,7 @@ JS = r"""
       }
     });
     el.classList.add("current");
-    if (el.getAttribute("role") === "option") { el.setAttribute("aria-selected", "true"); }
+    if (el.hasAttribute("aria-pressed")) { el.setAttribute("aria-pressed", "true"); }
     Object.keys(firstInPane).forEach(function (id) {
       var target = firstInPane[id];
       if (target.closest("[hidden]")) { return; }

@@ -43,7 +43,8 @@ def graph_html(graph: Graph) -> str:
     scope = "gradgen-graph-" + hashlib.sha256(listing.encode()).hexdigest()[:12]
     svg = graph_svg(graph, where=lambda n: str(n.loc) if n.loc is not None else "",
                     id_prefix=scope)
-    svg = svg.replace(' tabindex="-1" role="button"', "")  # nothing to select here
+    # nothing to select here: the nodes are not controls
+    svg = svg.replace(' tabindex="-1" role="button" aria-pressed="false"', "")
     return (f'<div id="{scope}" class="gradgen-graph"><style>{_style(scope)}</style>'
             f'<div class="scroll">{svg}</div>'
             f"<details><summary>listing</summary><pre>{html.escape(listing)}</pre></details>"

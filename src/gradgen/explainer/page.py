@@ -109,7 +109,7 @@ def _function_span(path: str | None, def_line: int | None) -> tuple[int, int] | 
 def _source_pane(files: _Files, page: PageInput, linked: set[str]) -> str:
     out = ['<section class="pane" id="pane-source" aria-labelledby="h-source">',
            '<h2 id="h-source">Your function</h2>',
-           ('<div class="code scroll" role="listbox" aria-label="lines of your function" '
+           ('<div class="code scroll" role="group" aria-label="lines of your function" '
             'data-roving>')]
     for index, path in enumerate(files.paths):
         wanted = {int(k.split(":")[1]) for k in linked if k.startswith(f"{index}:")}
@@ -131,7 +131,7 @@ def _source_pane(files: _Files, page: PageInput, linked: set[str]) -> str:
                 label = f"line {line}: {text}" if text else f"line {line}"
                 out.append(
                     f'<div class="{css}" data-key="{key}" data-text="{_esc(text[:60])}" '
-                    f'tabindex="-1" role="option" aria-selected="false" '
+                    f'tabindex="-1" role="button" aria-pressed="false" '
                     f'aria-label="{_esc(label)}"><span class="no" aria-hidden="true">{line}'
                     f"</span>{texts[line - 1] if line - 1 < len(texts) else ''}</div>")
     out += ["</div>", "</section>"]
@@ -163,7 +163,7 @@ def _function_panel(view: FunctionView, html_lines: list[str]) -> str:
             attrs += f' data-also="{" ".join(item.also)}"'
         text = " ".join(ln.strip() for ln in _plain(html_lines, item.first, item.last))
         if attrs or item.kind in ("bwd", "fused", "fwd", "seed"):
-            attrs += (f' tabindex="-1" role="option" aria-selected="false" '
+            attrs += (f' tabindex="-1" role="button" aria-pressed="false" '
                       f'aria-label="{_esc(_label(item.kind, text))}"')
         else:
             css += " plain"
@@ -217,7 +217,7 @@ def _code_pane(page: PageInput, files: _Files) -> tuple[str, set[str]]:
     for i, view in enumerate(views):
         hidden = " hidden" if i else ""
         out.append(f'<div role="tabpanel" id="panel-{i}" aria-labelledby="tab-{i}"{hidden}>'
-                   f'<div class="code scroll" role="listbox" aria-label="statements of '
+                   f'<div class="code scroll" role="group" aria-label="statements of '
                    f'{_esc(view.name)}" data-roving>')
         out.append(_function_panel(view, html_lines))
         out.append("</div></div>")
@@ -308,7 +308,7 @@ def render_page(page: PageInput) -> str:
         '<h2 id="h-graph">The graph: forward, then backward</h2>',
         ('<button type="button" id="fit" aria-pressed="false">Fit the drawing to the pane'
          "</button>"),
-        f'<div class="scroll" data-roving>{svg}</div>',
+        f'<div class="scroll" role="group" aria-label="graph nodes" data-roving>{svg}</div>',
         "</section>",
         "</main>",
         f"<script>{JS}</script>",

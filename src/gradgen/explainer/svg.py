@@ -216,6 +216,7 @@ def graph_svg(graph: Graph,
         label += f", {'backward' if box.side == 'bwd' else 'forward'}"
         label += f", from {loc}" if loc else ""
         attrs = f'class="node {box.side} {box.kind}" tabindex="-1" role="button"'
+        attrs += ' aria-pressed="false"'
         attrs += f' aria-label="{_esc(label)}"'
         if strong:
             attrs += f' data-lines="{" ".join(strong)}"'
