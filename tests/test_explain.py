@@ -418,3 +418,12 @@ def test_leaves_of_a_dict_argument_link_to_the_def_line():
     unpacked = [text_of(e) for e in tree.find(data_lines=def_key) if e.tag == "div"]
     assert any('W = params["W"]' in t for t in unpacked), unpacked
     assert any("grad_W" in t or "def loss_grad" in t for t in unpacked)
+
+
+def test_a_function_without_source_still_gets_a_page():
+    namespace: dict = {}
+    exec("def f(x):\n    y = x * x\n    return y + 1\n", namespace)  # noqa: S102
+    tree = Tree(explain(namespace["f"], 2.0))
+    assert not tree.find(data_key=True)
+    assert "The source of f is not available" in text_of(tree.root)
+    assert [text_of(t) for t in tree.find(role="tab")] == ["f_grad", "f_value_and_grad"]

@@ -134,6 +134,10 @@ def _source_pane(files: _Files, page: PageInput, linked: set[str]) -> str:
                     f'tabindex="-1" role="button" aria-pressed="false" '
                     f'aria-label="{_esc(label)}"><span class="no" aria-hidden="true">{line}'
                     f"</span>{texts[line - 1] if line - 1 < len(texts) else ''}</div>")
+    if not any('class="ln' in part for part in out):
+        where = f" ({_esc(_display(page.file))})" if page.file else ""
+        out.append(f'<p class="file">The source of {_esc(page.fname)} is not available{where}: '
+                   "the statements still name the lines they come from.</p>")
     out += ["</div>", "</section>"]
     return "\n".join(out)
 
