@@ -28,11 +28,11 @@ def _ticks(low: float, high: float) -> list[float]:
     return out
 
 
-def _label(v: float) -> str:
-    if v >= 1000:
-        exponent = round(math.log10(v))
-        return f"1e{exponent}" if math.isclose(v, 10.0 ** exponent) else f"{v:,.0f}"
-    return f"{v:g}"
+def _label(v: float, powers: bool = False) -> str:
+    """``1e4`` for a power of ten on the x axis; plain ``2,000`` or ``0.5`` otherwise."""
+    if powers:
+        return f"1e{round(math.log10(v))}"
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
 
 def _escape(text: str) -> str:
@@ -66,7 +66,7 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str) -> 
         parts.append(f'<line x1="{px(x):.1f}" y1="{TOP}" x2="{px(x):.1f}" '
                      f'y2="{TOP + plot_h}" stroke="#e0e0e0"/>')
         parts.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">'
-                     f"{_label(x)}</text>")
+                     f"{_label(x, powers=True)}</text>")
     for y in _ticks(y0, y1):
         parts.append(f'<line x1="{LEFT}" y1="{py(y):.1f}" x2="{LEFT + plot_w}" '
                      f'y2="{py(y):.1f}" stroke="#e0e0e0"/>')
