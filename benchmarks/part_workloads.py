@@ -69,7 +69,7 @@ def measure_cached(ctx: Context, w: workloads.Workload, available) -> Row:
         row.timed[m.key] = Contender(m.label, lambda g=grad, a=prepared: g(*a))
     for key, problem in row.problems.items():
         ctx.log(f"workloads: {w.key}: {key}: {problem}")
-    time_side_by_side(list(row.timed.values()), ctx.pick(15, 3), ctx.pick(0.05, 0.01),
+    time_side_by_side(list(row.timed.values()), ctx.pick(15, 5), ctx.pick(0.05, 0.01),
                       warmup=ctx.pick(2, 1))
     for m in available:
         if m.memory and m.key in calls:
@@ -107,6 +107,8 @@ def run(ctx: Context) -> str:
     available = _available(ctx)
     rows = []
     for w in workloads.WORKLOADS:
+        if w.extra and ctx.quick:
+            continue
         ctx.log(f"workloads: {w.key}: verifying and timing {len(available)} contenders")
         rows.append(measure_cached(ctx, w, available))
     rounds = ctx.pick(3, 1)
@@ -150,7 +152,9 @@ def _add_targets(ctx: Context, rows: list[Row]) -> None:
 
 def _times(a: float, b: float, digits: int = 2) -> str:
     ratio = a / b
-    return "–" if math.isnan(ratio) else f"{ratio:,.{digits}f}x"
+    if math.isnan(ratio):
+        return "–"
+    return f"{ratio:,.{digits if ratio < 100 else 0}f}x"
 
 
 def _cell(row: Row, key: str, bold: bool = False) -> str:
@@ -173,7 +177,8 @@ def _report(ctx: Context, rows: list[Row], available, rounds: int) -> list[str]:
          "small size: `python benchmarks/workloads.py`). The user functions are the files in "
          "`examples/` and `benchmarks/models.py`; the peers run the same code with `np` or "
          "`math` rebound to their namespace (PyTorch: three functions written out line for line "
-         "in `benchmarks/methods.py`). The last row is extra information, not one of the seven."),
+         "in `benchmarks/methods.py`)."
+         + ("" if ctx.quick else " The last row is extra information, not one of the seven.")),
         "",
         "| workload | what |",
         "|---|---|",
@@ -188,7 +193,7 @@ def _report(ctx: Context, rows: list[Row], available, rounds: int) -> list[str]:
         ("Median time per gradient call after a warmup, and in parentheses the ratio to the "
          "hand-written gradient: the median over rounds of (this sample / the hand-written "
          "sample of the same round). Contenders run round-robin, "
-         f"{ctx.pick(15, 3)} rounds; a sample is a loop of calls filling "
+         f"{ctx.pick(15, 5)} rounds; a sample is a loop of calls filling "
          f"~{ctx.pick(50, 10)} ms, the GC paused inside it."),
         "",
         "| workload | " + " | ".join(labels) + " |",
@@ -236,7 +241,7 @@ def _report(ctx: Context, rows: list[Row], available, rounds: int) -> list[str]:
         "| workload | " + " | ".join(labels) + " | gradgen ÷ jax.jit | gradgen ÷ hand |",
         "|---|" + "---:|" * (len(labels) + 2),
     ]
-    for row in rows:
+    for row in [r for r in rows if r.first]:
         cells = [fmt_time(row.first_wall(k)) for k in keys]
         ours = row.first_wall("gradgen")
         out.append(f"| {row.workload.title} | " + " | ".join(cells)
@@ -244,7 +249,7 @@ def _report(ctx: Context, rows: list[Row], available, rounds: int) -> list[str]:
                    + f" | {_times(ours, row.first_wall('hand'), 1)} |")
     if ctx.quick:
         out += ["", ("(`--quick`: only the first calls the targets need, one process each; the "
-                "extra row and the other peers' first calls are left out.)")]
+                "other peers' first calls are left out.)")]
     imports = []
     for m in available:
         runs = [r["import"] for row in rows for r in row.first.get(m.key, [])]
@@ -261,7 +266,8 @@ def _report(ctx: Context, rows: list[Row], available, rounds: int) -> list[str]:
         "",
         ("The gradgen column of the table above, split by timing gradgen's stage functions "
          "from outside (`benchmarks/stages.py`, wrapped only for the measurement): exclusive "
-         "wall time per stage, milliseconds. *first run* is the rest: the emitted code's "
+         "wall time per stage, milliseconds; source analysis includes importing whatever "
+         "parser gradgen loads on first use. *first run* is the rest: the emitted code's "
          "first run and the `grad` call itself."),
         "",
         "| workload | first call | " + " | ".join(stages.STAGE_NAMES) + " |",
