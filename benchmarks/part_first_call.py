@@ -164,8 +164,8 @@ def _report(ctx: Context, rows: list[Size], sizes, repeats) -> list[str]:
         "",
         ("A fresh `gradgen.grad(f, argnums=(0, 1, 2))` called once on a scalar `math` "
          "function just written to a new file with unique text, so no per-file cache helps "
-         "(in this process, after one small warmup call of each kind so imports, libcst and "
-         "the op tables are loaded). *unrolled*: straight-line code from "
+         "(in this process, after one small warmup call of each kind, so imports, parsers and "
+         "op tables are loaded). *unrolled*: straight-line code from "
          "`benchmarks/workload.py` (the generator of `math200.py`), a few ops per line; "
          f"*loop*: `for _ in range(n)` over the {LOOP_OPS_PER_STEP}-op body of "
          "`models.scalar_loop`. Stages as in the workloads' first-call table, in µs per op (exclusive wall time, "
