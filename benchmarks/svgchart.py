@@ -43,8 +43,9 @@ def line_chart(series: list[Series], title: str, x_label: str, y_label: str) -> 
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points]
     x0, x1 = min(xs), max(xs)
-    y0 = 10.0 ** math.floor(math.log10(min(ys)))
-    y1 = 10.0 ** math.ceil(math.log10(max(ys)))
+    # whole decades, with room so no line runs along the frame
+    y0 = 10.0 ** math.floor(math.log10(min(ys) / 1.5))
+    y1 = 10.0 ** math.ceil(math.log10(max(ys) * 1.5))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def px(x: float) -> float:
