@@ -7,7 +7,11 @@ module, and the emitted module's length against the trip count (it follows the b
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -253,11 +257,20 @@ def test_short_loops_stay_unrolled():
     assert not _has_loop(source)
 
 
-def test_unroll_option_and_cli_flag(tmp_path):
+def test_unroll_option_and_cli_flag():
     rolled, flat = _modules(pendulum, (0.5, 0.1, 0.01, 100))
     assert flat.count("\n") > 10 * rolled.count("\n")
     with pytest.raises(GradgenError, match="loops must be"):
         gradgen.emit(pendulum, 0.5, 0.1, 0.01, 100, loops="roll")
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-m", "gradgen", "emit", "examples/rnn_loop.py:loss", "--args",
+               "(np.eye(3), np.ones((3, 2)), np.ones((20, 2)), np.zeros(3))"]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    for extra, looped in (([], True), (["--unroll"], False)):
+        done = subprocess.run(command + extra, cwd=root, env=env, capture_output=True,
+                              text=True, check=True)
+        assert _has_loop(done.stdout) is looped
+        assert ("--unroll" in done.stdout.splitlines()[1]) is not looped
 
 
 def test_trace_lists_the_loop_once():
