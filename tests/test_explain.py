@@ -313,7 +313,7 @@ def test_a_deep_graph_is_drawn_without_recursion():
             x = np.sin(x)
         return x
 
-    built = build(chain, (0.3,), Request(), annotate=True)
+    built = build(chain, (0.3,), Request(loops="unroll"), annotate=True)  # 400 nodes deep
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(len(inspect.stack()) + 120)
     try:
