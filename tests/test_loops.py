@@ -359,3 +359,14 @@ def test_guards_inside_an_unused_loop_still_run():
     assert namespace["f_grad"](2.0, xs) == 4.0
     with pytest.raises(namespace["GuardFailure"]):
         namespace["f_grad"](2.0, -xs)
+
+
+def test_nested_loops_without_source_lines_keep_their_variables_apart(monkeypatch):
+    from gradgen.loops import detect
+
+    monkeypatch.setattr(detect, "_loops_in", lambda filename: ())  # no loop variable names
+    P = np.random.default_rng(7).normal(size=(16, 2))
+    source = gradgen.emit(pair_energy, P)
+    assert "for t_1 in range(16):" in source
+    got = run_emitted(source)["pair_energy_grad"](P)
+    np.testing.assert_allclose(got, numeric_grad(pair_energy, [P], 0), rtol=1e-6, atol=1e-8)

@@ -469,6 +469,10 @@ class RegionWriter:
             if (_is_statement(out) and out not in reads and out not in preset
                     and out not in accumulate and output_nodes.count(out) == 1):
                 accumulate[out] = text
+        # the loop variable is taken before the body is written: loops inside must not use it
+        var = self._loop_var(info.var) if info.var != "_" else "_"
+        if var != info.var:
+            raise AssertionError("a backward loop reuses its forward loop's variable")
         emitted = self._body(graph, names, preset, accumulate)
         end = [f"{text} += {emitted.results[k]}" for k, text in targets.items()
                if output_nodes[k] not in accumulate]
@@ -476,9 +480,6 @@ class RegionWriter:
                              [emitted.results[k] for k, _ in carry_pairs])
         count = region.trips
         span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
-        var = self._loop_var(info.var) if info.var != "_" else "_"
-        if var != info.var:
-            raise AssertionError("a backward loop reuses its forward loop's variable")
         lines.append(f"for {var} in reversed({span}):")
         lines += _indented(emitted.lines + end)
         if var != "_":
