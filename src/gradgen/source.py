@@ -83,30 +83,93 @@ class LineInfo:
     condition: str | None = None
 
 
-@functools.lru_cache(maxsize=256)
-def _line_table_for_text(text: str) -> dict[int, LineInfo]:
-    from .linemap import line_table_of  # libcst loads only when names are first needed
+class _FileLines:
+    """What is known of one file's lines: parsed a function at a time (the ones traced), or
+    whole when a line outside them is asked about."""
 
-    return line_table_of(text)
+    __slots__ = ("blocks", "covered", "lines", "table", "whole")
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines  # linecache's list: a new one means the file changed
+        self.table: dict[int, LineInfo] = {}
+        self.covered: set[int] = set()  # lines whose statements are in the table
+        self.blocks: dict[int, int] = {}  # first line of a parsed def -> its last line
+        self.whole = False
 
 
-_TABLES: dict[str, tuple[list[str], dict[int, LineInfo]]] = {}
+_FILES: dict[str, _FileLines] = {}
 
 
-def line_table(filename: str) -> dict[int, LineInfo]:
-    """Line number -> LineInfo for a file (or notebook cell) known to linecache; {} if none."""
+def _file_lines(filename: str) -> _FileLines:
     lines = linecache.getlines(filename)
-    hit = _TABLES.get(filename)
-    if hit is not None and hit[0] is lines:  # linecache hands back the same list until reload
-        return hit[1]
-    table = _line_table_for_text("".join(lines)) if lines else {}
-    _TABLES[filename] = (lines, table)
-    return table
+    known = _FILES.get(filename)
+    if known is not None and known.lines is lines:  # linecache keeps the list until reload
+        return known
+    known = _FILES[filename] = _FileLines(lines)
+    return known
+
+
+def refresh(filename: str) -> None:
+    """Forget what a file said if it changed on disk since (one stat, as inspect does)."""
+    linecache.checkcache(filename)
+
+
+def analyse_code(code) -> dict[int, LineInfo]:
+    """Line number -> LineInfo for the file of a code object, covering at least the lines of
+    its function: only that function is parsed, unless it is a lambda or module code."""
+    known = _file_lines(code.co_filename)
+    first = code.co_firstlineno
+    if known.whole or first in known.covered:
+        return known.table
+    from . import linemap
+
+    node = linemap.parse_def(known.lines, first)
+    if node is None:
+        return analyse_file(code.co_filename)
+    linemap.line_table_of([node], known.lines, known.table)
+    known.covered.update(range(first, node.end_lineno + 1))
+    known.blocks[first] = linemap.block_end(known.lines, node)
+    return known.table
+
+
+def analyse_file(filename: str) -> dict[int, LineInfo]:
+    """Line number -> LineInfo for a whole file (or notebook cell); {} if it has no source."""
+    known = _file_lines(filename)
+    if not known.whole:
+        from . import linemap
+
+        known.table.clear()  # the same statements again, from the whole file
+        linemap.line_table_of(linemap.parse_file(known.lines), known.lines, known.table)
+        known.whole = True
+    return known.table
 
 
 def line_info(filename: str, line: int) -> LineInfo:
-    return line_table(filename).get(line) or LineInfo((), linecache.getline(filename, line).strip())
+    known = _file_lines(filename)
+    if not known.whole and line not in known.covered:
+        analyse_file(filename)
+    return known.table.get(line) or LineInfo((), linecache.getline(filename, line).strip())
+
+
+def line_targets(filename: str, line: int) -> tuple[str, ...]:
+    return line_info(filename, line).targets
 
 
 def statement_text(filename: str, line: int) -> str:
     return line_info(filename, line).statement
+
+
+def function_source(code) -> str | None:
+    """The text ``inspect.getsource`` gives for a function's code, from the lines parsed for
+    names (no tokenizing); None when only inspect knows (a lambda, a one-line def)."""
+    known = _file_lines(code.co_filename)
+    first = code.co_firstlineno
+    last = known.blocks.get(first)
+    if last is None:
+        from . import linemap
+
+        node = linemap.parse_def(known.lines, first)
+        if node is None:
+            return None
+        last = known.blocks[first] = linemap.block_end(known.lines, node)
+    return "".join(known.lines[first - 1:last])

@@ -13,7 +13,7 @@ from .errors import GradgenError
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, is_user_file, line_table
+from .source import SourceLoc, analyse_code, is_user_file, refresh
 from .tracer import Trace, Tracer
 
 
@@ -21,9 +21,10 @@ class _FrameNames:
     """Per user frame: the line running now, and finished assignment lines not yet matched
     with the values they bound."""
 
-    __slots__ = ("finished", "first", "line", "targets")
+    __slots__ = ("finished", "first", "line", "table", "targets")
 
-    def __init__(self):
+    def __init__(self, table):
+        self.table = table  # line -> LineInfo of the frame's file
         self.line = None
         self.first = 0
         self.finished: list[tuple[tuple[str, ...], int, int]] = []
@@ -71,8 +72,8 @@ class BindingObserver:
             return self._on_event
         state = self.frames.get(frame)
         if state is None:
-            state = self.frames[frame] = _FrameNames()
-        table = line_table(frame.f_code.co_filename)
+            state = self.frames[frame] = _FrameNames(analyse_code(frame.f_code))
+        table = state.table
         if state.line is not None:  # the previous line of this frame has finished
             info = table.get(state.line)
             if info is not None and info.targets:
@@ -208,6 +209,9 @@ def trace_function(fn, args, arg_names=None) -> Graph:
     arguments, become graph inputs named after the parameters (``params["W1"]`` -> ``W1``);
     anything else is passed through as a static value."""
     names = arg_names or parameter_names(fn, len(args))
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is not None:
+        refresh(code.co_filename)  # an edited file is read again, and its names with it
     leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
         traced = []
