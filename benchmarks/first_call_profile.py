@@ -51,7 +51,6 @@ POINT = workload.POINT
 
 # (module, attribute, stage): the calls whose time is a stage of the first call
 STAGES = [
-    (gradgen.source, "_line_table_for_text", "source analysis"),
     (gradgen.source, "analyse_code", "source analysis"),
     (gradgen.source, "analyse_file", "source analysis"),
     (gradgen.build, "trace_function", "trace"),

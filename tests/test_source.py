@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import linecache
+import math
 import os
+import sys
 import textwrap
 
 import pytest
@@ -196,3 +198,54 @@ def test_names_follow_an_edited_file(tmp_path):
     g = gradgen.grad(_load(path).f)
     g(2.0)
     assert "second = x * x" in g.source and "first" not in g.source
+
+
+# --- names from the binding observer (no sys.settrace) ----------------------------------
+
+
+def _halving(x):
+    h = x
+    for _ in range(3):
+        h = h * 0.5
+    return h
+
+
+def _step(h, w):
+    a = h * w
+    return math.tanh(a)
+
+
+def _stepping(x):
+    h = x
+    for _ in range(2):
+        h = _step(h, x)
+    return h
+
+
+def _emitted_forward(fn, *args) -> list[str]:
+    g = gradgen.value_and_grad(fn)
+    g(*args)
+    body = g.source.split(f"def {fn.__name__}_value_and_grad")[1]
+    return [line.strip().split("  #")[0] for line in body.splitlines()[2:]
+            if "  # test_source.py" in line and not line.strip().startswith("#")]
+
+
+def test_a_loop_of_one_op_lines_versions_each_value():
+    # the same line runs again with no other line between: its offset goes back
+    assert _emitted_forward(_halving, 2.0) == ["h = x * 0.5", "h_1 = h * 0.5", "h_2 = h_1 * 0.5"]
+
+
+def test_a_helper_called_in_a_loop_names_inner_and_outer_values():
+    assert _emitted_forward(_stepping, 0.3) == [
+        "a = x * x", "h = math.tanh(a)", "a_1 = h * x", "h_1 = math.tanh(a_1)"]
+
+
+def test_names_do_not_need_the_trace_hook():
+    # under coverage or a debugger (sys.settrace taken) values are named all the same
+    previous = sys.gettrace()
+    sys.settrace(lambda *args: None)
+    try:
+        names = _emitted_forward(_stepping, 0.3)
+    finally:
+        sys.settrace(previous)
+    assert names == ["a = x * x", "h = math.tanh(a)", "a_1 = h * x", "h_1 = math.tanh(a_1)"]
