@@ -51,7 +51,7 @@ POINT = workload.POINT
 
 # (module, attribute, stage): the calls whose time is a stage of the first call
 STAGES = [
-    (gradgen.source, "analyse_code", "source analysis"),
+    (gradgen.tracing, "analyse_code", "source analysis"),
     (gradgen.source, "analyse_file", "source analysis"),
     (gradgen.build, "trace_function", "trace"),
     (gradgen.build, "reverse", "reverse"),

@@ -249,3 +249,19 @@ def test_names_do_not_need_the_trace_hook():
     finally:
         sys.settrace(previous)
     assert names == ["a = x * x", "h = math.tanh(a)", "a_1 = h * x", "h_1 = math.tanh(a_1)"]
+
+
+def test_frame_line_of_a_long_function_is_f_lineno():
+    seen = []
+
+    def probe():
+        caller = sys._getframe(1)
+        seen.append((caller.f_lineno, source.frame_line(caller)))
+
+    body = "".join(f"    a{i} = {i} * 2\n" + ("    probe()\n" if i % 250 == 0 else "")
+                   for i in range(2_000))
+    namespace = {"probe": probe}
+    exec(compile(f"def long():\n{body}", "<long>", "exec"), namespace)  # noqa: S102
+    namespace["long"]()
+    assert len(namespace["long"].__code__.co_code) > source._LONG_CODE
+    assert len(seen) == 8 and all(a == b for a, b in seen)

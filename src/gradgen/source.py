@@ -7,6 +7,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,35 @@ def user_frame(start=None):
 def loc_of_frame(frame) -> SourceLoc | None:
     if frame is None:
         return None
-    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
+
+
+# Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
+# a long unrolled function each lookup costs as much as the function is long (0.7 ms at
+# 20,000 lines). A long function's table is read once into a list, indexed by instruction.
+_LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
+# id(code) -> (weak reference to the code, line per instruction); code objects hash by their
+# whole contents, so they are not keys themselves
+_LINES_OF_CODE: dict[int, tuple[weakref.ref, list]] = {}
+
+
+def frame_line(frame) -> int:
+    """``frame.f_lineno``, in constant time however long the frame's function is."""
+    code = frame.f_code
+    if len(code.co_code) < _LONG_CODE:
+        return frame.f_lineno
+    known = _LINES_OF_CODE.get(id(code))
+    if known is None or known[0]() is not code:
+        key = id(code)
+        lines = [None] * (len(code.co_code) // 2)
+        for start, end, line in code.co_lines():
+            lines[start // 2:end // 2] = [line] * ((end - start) // 2)
+        known = _LINES_OF_CODE[key] = (
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), lines)
+    lines = known[1]
+    lasti = frame.f_lasti // 2
+    line = lines[lasti] if 0 <= lasti < len(lines) else None
+    return line if line is not None else frame.f_lineno
 
 
 def current_loc() -> SourceLoc | None:

@@ -12,7 +12,7 @@ import numpy as np
 from .errors import GradgenError, UnsupportedOperation
 from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
-from .source import SourceLoc, current_loc, is_user_file
+from .source import SourceLoc, current_loc, frame_line, is_user_file
 
 _state = threading.local()
 
@@ -52,7 +52,7 @@ def _user_loc() -> SourceLoc | None:
     watch = getattr(_state, "watch", None)
     if watch is not None:
         watch(frame, callee)
-    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
 
 
 def _stack() -> list[Trace]:

@@ -13,7 +13,7 @@ from .errors import GradgenError
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, analyse_code, is_user_file, refresh
+from .source import SourceLoc, analyse_code, frame_line, is_user_file, refresh
 from .tracer import Trace, Tracer, set_watcher
 
 
@@ -25,7 +25,7 @@ class _FrameNames:
 
     def __init__(self, frame, callee, table):
         self.table = table  # line -> LineInfo of the frame's file
-        self.line = frame.f_lineno
+        self.line = frame_line(frame)
         self.lasti = frame.f_lasti
         self.callee = callee  # the frame it was calling when last seen
         self.first = SERIALS.peek  # the first node the running line may have made
@@ -105,7 +105,7 @@ class BindingObserver:
             self.stack.append(user)
 
     def _step(self, frame, state: _FrameNames, callee) -> None:
-        line, lasti = frame.f_lineno, frame.f_lasti
+        line, lasti = frame_line(frame), frame.f_lasti
         if line == state.line and (lasti > state.lasti or lasti == state.lasti
                                    and callee is state.callee):
             state.lasti, state.callee = lasti, callee  # still the same run of the line
