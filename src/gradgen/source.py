@@ -23,6 +23,9 @@ _LIBRARY_DIRS = tuple(sorted({
 }))
 
 
+_basename = functools.lru_cache(maxsize=1024)(os.path.basename)  # once per statement emitted
+
+
 @dataclass(frozen=True, slots=True)
 class SourceLoc:
     """A user source position: the innermost frame outside gradgen and NumPy."""
@@ -33,7 +36,7 @@ class SourceLoc:
 
     @property
     def short(self) -> str:
-        return f"{os.path.basename(self.file)}:{self.line}"
+        return f"{_basename(self.file)}:{self.line}"
 
     def __str__(self) -> str:
         return self.short
