@@ -265,3 +265,20 @@ def test_frame_line_of_a_long_function_is_f_lineno():
     namespace["long"]()
     assert len(namespace["long"].__code__.co_code) > source._LONG_CODE
     assert len(seen) == 8 and all(a == b for a, b in seen)
+
+
+def _doubled(v):
+    twice = v * 2
+    return twice
+
+
+def _outer_names_win(x):
+    y = _doubled(x)
+    z = _doubled(y) + 1
+    return z
+
+
+def test_the_callers_name_wins_over_the_helpers():
+    # the helper's frame is resolved when it has returned, before its caller's line
+    assert _emitted_forward(_outer_names_win, 1.5) == [
+        "y = x * 2", "twice = y * 2", "z = twice + 1"]
