@@ -132,6 +132,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = 0
             continue
         args = [exprs[r.node] for r in node.inputs]
+        if op == "adjoint" and node.name and names.get(node.inputs[0].node) == node.name:
+            names[node] = node.name  # a buffer already built under the adjoint's name
+            exprs[node] = args[0]
+            sizes[node] = 0
+            continue
         if op == "guard":
             cond = args[0]
             expect = node.attrs["expect"]

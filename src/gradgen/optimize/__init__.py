@@ -8,12 +8,13 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
-from .accumulate import flatten_sums
+from .accumulate import flatten_sums, slice_updates
 from .cse import cse
 from .dce import dce
 from .fold import fold
+from .outer_sums import stack_outer_products
 
-PASSES = (dce, cse, fold, flatten_sums)
+PASSES = (dce, cse, fold, flatten_sums, slice_updates, stack_outer_products)
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
@@ -72,4 +73,5 @@ def own_outputs(graph: Graph, positions) -> Graph:
     return graph.with_nodes(nodes, outputs)
 
 
-__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs"]
+__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs", "slice_updates",
+           "stack_outer_products"]

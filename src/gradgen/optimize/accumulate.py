@@ -1,8 +1,12 @@
-"""Fused accumulation: one add_n per adjoint, never a chain of partial sums."""
+"""Fused accumulation: one add_n per adjoint, never a chain of partial sums; slice adjoints of
+one array added into one buffer."""
 
 from __future__ import annotations
 
-from ..ir import Graph
+import numpy as np
+
+from ..ir import Graph, Node, Ref
+from ..ops import OPS
 from ..ops.core import add_n
 from ..reverse import MAX_FUSED_TERMS
 from .rewrite import Rewriter
@@ -30,3 +34,81 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
             continue
         rw.keep(new)
     return rw.result(), rw.changed
+
+
+def slice_updates(graph: Graph) -> tuple[Graph, bool]:
+    """A sum of the adjoints of slices of one array, ``_scatter(a, x[1:]) + _scatter(b,
+    x[:-1])``, becomes one buffer with slice updates, ``g = zeros; g[1:] = a; g[:-1] += b``:
+    one full-size array instead of one per slice and one per partial sum. The additions
+    happen in the same order, element by element, so every float is unchanged; whole-array
+    terms between the slices stay one sum."""
+    uses = graph.uses()
+    adjoint_names = {n.inputs[0].node: n.name for n in graph.nodes
+                     if n.op.name == "adjoint" and n.name}
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        new = rw.rebuilt(node)
+        if node.op is not add_n or not _has_slice_terms(node, uses):
+            rw.keep(new)
+            continue
+        added: list[Node] = []
+        acc: Ref | None = None
+        run: list[Ref] = []  # whole-array terms not yet added
+
+        def flush():
+            nonlocal acc
+            parts = ([acc] if acc is not None else []) + run
+            if len(parts) > 1:
+                added.append(_node(add_n, parts, {"uses": ()}, node))
+                parts = [added[-1].out]
+            acc = parts[0] if parts else acc
+            run.clear()
+
+        for old, ref in zip(node.inputs, new.inputs, strict=True):
+            if not _is_slice_term(old, node, uses):
+                run.append(ref)
+                continue
+            flush()
+            scatter = ref.node
+            index = {"index": scatter.attrs["index"]}
+            if acc is None:
+                zeros = np.zeros(node.aval.shape, node.aval.dtype)
+                added.append(Node(OPS["const"], (), {"value": zeros}, node.avals, None, None,
+                                  "const"))
+                added.append(_node(OPS["index_update"], [added[-1].out, scatter.inputs[0]],
+                                   index, node))
+            else:
+                added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]], index, node))
+            acc = added[-1].out
+        flush()
+        # the buffer carries the adjoint's name from its first statement on: grad_x = zeros
+        name = new.name or (adjoint_names.get(node) if uses[node] == 1 else None)
+        for extra in added:
+            if extra.op.name != "const":
+                extra.name = name
+        rw.add(added)
+        rw.replace(node, acc)
+    return rw.result(), rw.changed
+
+
+def _node(op, inputs, attrs, like: Node) -> Node:
+    return Node(op, tuple(inputs), attrs, like.avals, like.loc, None, like.role)
+
+
+def _is_slice_term(ref: Ref, total: Node, uses) -> bool:
+    node = ref.node
+    return (node.op.name == "scatter" and uses[node] == 1 and ref.aval == total.aval
+            and node.inputs[0].aval.dtype == total.aval.dtype)
+
+
+def _has_slice_terms(node: Node, uses) -> bool:
+    """Worth a buffer: the sum is an array, some terms are slice adjoints, and the first term
+    is one of them or an array the function computed (an argument or a view would be copied
+    first, which costs what it saves)."""
+    if node.aval.shape == () or any(r.aval != node.aval for r in node.inputs):
+        return False
+    first = node.inputs[0]
+    owned = not first.node.is_view and first.node.op.name not in ("input", "const", "seed",
+                                                                 "adjoint")
+    return (owned or _is_slice_term(first, node, uses)) and any(
+        _is_slice_term(r, node, uses) for r in node.inputs)

@@ -21,7 +21,9 @@ _NOT_CONST = object()
 
 
 def _is(ref: Ref, number) -> bool:
-    """Is ``ref`` a constant that equals ``number`` everywhere?"""
+    """Is ``ref`` a constant that equals ``number`` everywhere? The seed of ``grad`` is 1."""
+    if ref.node.op.name == "seed":
+        return number == 1
     value = _const_value(ref)
     if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
         return value == number
@@ -50,12 +52,28 @@ def _identity(node: Node) -> Ref | None:
         axes, ndim = node.attrs.get("axes"), ins[0].aval.ndim
         if (axes is None and ndim <= 1) or axes == tuple(range(ndim)):
             candidates = [ins[0]]
+    elif name == "stack" and node.attrs.get("axis") == 0:
+        whole = _rows_in_order(ins)
+        candidates = [whole] if whole is not None else []
     elif name in ("reshape", "broadcast_to", "cast"):
         candidates = [ins[0]]  # only when nothing changes: the aval check below
     for ref in candidates:
         if ref.aval == node.aval:
             return ref
     return None
+
+
+def _rows_in_order(ins) -> Ref | None:
+    """``np.stack([x[0], x[1], ..., x[n - 1]])`` is ``x``: the array whose rows these are."""
+    whole = ins[0].node.inputs[0] if ins[0].node.op.name == "getitem" else None
+    if whole is None or whole.aval.shape[:1] != (len(ins),):
+        return None
+    for i, ref in enumerate(ins):
+        node = ref.node
+        if (node.op.name != "getitem" or len(node.inputs) != 1 or node.inputs[0] != whole
+                or node.attrs["index"] not in ((i,), (i - len(ins),))):
+            return None
+    return whole
 
 
 def _owned_by_caller(ref: Ref) -> bool:
@@ -83,6 +101,54 @@ def _unbroadcast(node: Node) -> Node | None:
     return None
 
 
+def _stand_in(aval):
+    return aval.py(1) if aval.py is not None else np.ones(aval.shape, aval.dtype)[()]
+
+
+def _broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
+    """An elementwise op of scalars and broadcasts of scalars, ``broadcast_to(g, S) * 2``,
+    is the broadcast of the scalar result, ``broadcast_to(g * 2, S)``: one multiplication
+    instead of S, then ``broadcast_to(c, S) * y`` loses the broadcast (``_unbroadcast``).
+    A seed times c is c itself (the seed of ``grad`` is 1), however NumPy types the product.
+    Returns the new nodes (the scalar op and the broadcast) and the broadcast."""
+    if not node.op.elementwise or not node.aval.shape or node.op.name in _KEEP:
+        return None
+    scalars, broadcast = [], False
+    for ref in node.inputs:
+        if ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ():
+            scalars.append(ref.node.inputs[0])
+            broadcast = True
+        elif ref.aval.shape == ():
+            scalars.append(ref)
+        else:
+            return None
+    if not broadcast:
+        return None
+    def broadcasts_as(ref: Ref) -> bool:  # np.broadcast_to(ref, S) has the node's dtype
+        return np.asarray(_stand_in(ref.aval)).dtype == node.aval.dtype
+
+    nodes: list[Node] = []
+    seeds = [i for i, r in enumerate(scalars) if r.node.op.name == "seed"]
+    if node.op.name == "mul" and seeds and broadcasts_as(scalars[1 - seeds[0]]):
+        scalar = scalars[1 - seeds[0]]
+    else:
+        with np.errstate(all="ignore"):
+            try:
+                aval = aval_of(node.op.impl(*map(_stand_in, (r.aval for r in scalars)),
+                                            **node.attrs))
+            except Exception:  # noqa: BLE001 - not an op of plain scalars after all
+                return None
+        inner = Node(node.op, tuple(scalars), node.attrs, (aval,), node.loc, None, node.role,
+                     origin=node.origin)
+        nodes.append(inner)
+        scalar = inner.out
+        if not broadcasts_as(scalar):
+            return None  # float32 code: a Python float broadcast would come out float64
+    out = Node(OPS["broadcast_to"], (scalar,), {"shape": node.aval.shape}, node.avals, node.loc,
+               node.name, node.role, origin=node.origin)
+    return [*nodes, out], out.out
+
+
 def fold(graph: Graph) -> tuple[Graph, bool]:
     rw = Rewriter(graph)
     outputs = set()  # what the caller gets back, seen through adjoint (an identity with a name)
@@ -104,6 +170,12 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             rw.replace(node, same)
             if new.name and same.node.name is None and same.node.role == new.role:
                 same.node.name = new.name
+            continue
+        outward = _broadcast_outward(new)
+        if outward is not None:
+            added, ref = outward
+            rw.add(added)
+            rw.replace(node, ref)
             continue
         simpler = _unbroadcast(new)
         if simpler is not None:
