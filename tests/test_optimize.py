@@ -11,14 +11,24 @@ import pytest
 from gradgen.emit import FunctionSpec, emit_module
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
-from gradgen.optimize import cse, dce, flatten_sums, fold, optimize
+import gradgen
+from gradgen.optimize import (
+    cse,
+    dce,
+    flatten_sums,
+    fold,
+    optimize,
+    slice_updates,
+    stack_outer_products,
+)
 from gradgen.pytree import LEAF, TreeDef
 from gradgen.reverse import reverse
 from gradgen.tracing import trace_function
 
 from .conftest import run_emitted
 
-PASSES = [dce, cse, fold, flatten_sums]
+# Passes that never change a float; stack_outer_products lets BLAS sum (tested on its own).
+PASSES = [dce, cse, fold, flatten_sums, slice_updates]
 
 
 def _run(graph: Graph, args):
@@ -75,6 +85,18 @@ def single_precision(x, s):
     return np.sum(y * 0.5)
 
 
+def banded(x):
+    d = x[1:] - x[:-1] ** 2
+    return np.sum(100.0 * d**2 + (1.0 - x[:-1]) ** 2) + np.mean(x[2:] * x[:-2])
+
+
+def few_steps(W, xs):
+    h = np.zeros(3)
+    for t in range(3):  # three outer products: fewer than MIN_STACKED_TERMS, added as written
+        h = np.tanh(W @ h + xs[t])
+    return np.sum(h * h)
+
+
 def unused(x, y, z):
     _waste = np.exp(y) * 3  # never reaches the output
     return x * x
@@ -89,6 +111,9 @@ CORPUS = [
                     np.array([[0.1], [0.2]])), [0, 1, 2]),
     (single_precision, (np.linspace(-1, 1, 4, dtype=np.float32), np.float32(1.5)), [0]),
     (unused, (1.5, 0.5, np.ones(2)), [0, 1, 2]),
+    (banded, (np.linspace(-1.0, 1.5, 7),), [0]),
+    (banded, (np.linspace(-1.0, 1.5, 7, dtype=np.float32),), [0]),
+    (few_steps, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
 ]
 IDS = [c[0].__name__ for c in CORPUS]
 
@@ -245,3 +270,93 @@ def test_flatten_sums_leaves_a_shared_partial_sum_alone():
     graph = Graph([a, b, c, inner, outer], [a, b, c], [outer.out, inner.out])
     same, changed = flatten_sums(graph)
     assert not changed and same.nodes == graph.nodes
+
+
+# --- what the emitted code looks like after them ---------------------------------------------
+
+
+def _grad_source(fn, *args, argnums=0) -> str:
+    source = gradgen.emit(fn, *args, argnums=argnums)
+    return source[source.index(f"def {fn.__name__}_grad("):].split("\n\n\n")[0]
+
+
+def test_slice_adjoints_add_into_one_buffer():
+    """x[1:] and x[:-1] twice: one zeros array and three slice updates, no scatter helper,
+    and the subtracted terms print as -=."""
+    x = np.linspace(-1.0, 1.5, 7)
+    text = _grad_source(banded, x)
+    assert "_scatter" not in text and "np.broadcast_to" not in text
+    assert text.count("grad_x = np.zeros((7,), dtype=np.float64)") == 1
+    assert "grad_x[1:] = " in text and "grad_x[:-1] -= " in text
+    assert "+= -" not in text
+    expected = gradgen.grad(banded)(x)
+    np.testing.assert_allclose(expected, _numeric(banded, x), rtol=1e-6, atol=1e-8)
+
+
+def test_slice_updates_keep_the_order_of_the_additions():
+    """The buffer adds element by element in the order of the fused sum: bit for bit."""
+    x = np.random.default_rng(0).normal(size=9)
+    joint = _joint(banded, (x,), [0])
+    plain = optimize(joint)
+    expected = _run(joint, (x,))
+    graph, changed = slice_updates(joint)
+    assert changed and "index_add" in _ops(graph) and "scatter" not in _ops(dce(graph)[0])
+    _assert_identical(_run(graph, (x,)), expected)
+    _assert_identical(_run(plain, (x,)), expected)
+
+
+def test_a_broadcast_seed_is_never_multiplied():
+    def f(x):
+        return np.sum(x * x) + 0.5 * np.mean(np.sin(x))
+
+    text = _grad_source(f, np.ones(4))
+    assert "broadcast_to" not in text and "grad_out" not in text
+
+
+def rnn(W, U, b, xs):
+    h = np.zeros(W.shape[0])
+    total = 0.0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t] + b)
+        total = total + np.sum(h * h)
+    return total
+
+
+def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():
+    rng = np.random.default_rng(1)
+    args = (0.4 * rng.normal(size=(4, 4)), rng.normal(size=(4, 3)), rng.normal(size=4),
+            rng.normal(size=(20, 3)))  # 20 steps: past MAX_FUSED_TERMS, gathered back
+    text = _grad_source(rnn, *args, argnums=(0, 1, 2))
+    assert "np.outer" not in text
+    assert text.count("np.stack(") == 2  # the step adjoints once (shared), the states once
+    assert "grad_U = " in text and " @ xs" in text  # the stacked rows of xs are xs
+    assert "grad_b = np.sum(" in text  # the bias: the rows of the same stack
+    got = gradgen.grad(rnn, argnums=(0, 1, 2))(*args)
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(g, _numeric(rnn, *args, argnum=i), rtol=1e-6, atol=1e-8)
+    joint = _joint(rnn, args, [0, 1, 2])
+    stacked, changed = stack_outer_products(joint)
+    assert changed
+    stacked.verify()
+    for a, b in zip(_run(stacked, args), _run(joint, args), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)  # BLAS's order of addition
+
+
+def test_few_outer_products_stay_as_written():
+    args = (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10)
+    _, changed = stack_outer_products(optimize(_joint(few_steps, args, [0])))
+    assert not changed
+
+
+def _numeric(fn, *args, argnum=0, eps=1e-6):
+    args = [np.array(a, dtype=np.float64) for a in args]
+    x = args[argnum]
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        hi = fn(*args[:argnum], up, *args[argnum + 1:])
+        lo = fn(*args[:argnum], down, *args[argnum + 1:])
+        out[i] = (hi - lo) / (2 * eps)
+    return out

@@ -21,9 +21,7 @@ _NOT_CONST = object()
 
 
 def _is(ref: Ref, number) -> bool:
-    """Is ``ref`` a constant that equals ``number`` everywhere? The seed of ``grad`` is 1."""
-    if ref.node.op.name == "seed":
-        return number == 1
+    """Is ``ref`` a constant that equals ``number`` everywhere?"""
     value = _const_value(ref)
     if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
         return value == number
@@ -41,6 +39,9 @@ def _identity(node: Node) -> Ref | None:
     candidates: list[Ref] = []
     if name == "mul":
         candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
+        if node.aval.shape and not candidates:  # an array times the seed (1): scalar code
+            seeds = [i for i, r in enumerate(ins) if r.node.op.name == "seed"]  # keeps it
+            candidates = [ins[1 - seeds[0]]] if seeds else []
     elif name == "add":
         candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
     elif (name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1)
@@ -129,7 +130,7 @@ def _broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
 
     nodes: list[Node] = []
     seeds = [i for i, r in enumerate(scalars) if r.node.op.name == "seed"]
-    if node.op.name == "mul" and seeds and broadcasts_as(scalars[1 - seeds[0]]):
+    if node.op.name == "mul" and seeds and broadcasts_as(scalars[1 - seeds[0]]):  # 1 * k
         scalar = scalars[1 - seeds[0]]
     else:
         with np.errstate(all="ignore"):
@@ -147,6 +148,59 @@ def _broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
     out = Node(OPS["broadcast_to"], (scalar,), {"shape": node.aval.shape}, node.avals, node.loc,
                node.name, node.role, origin=node.origin)
     return [*nodes, out], out.out
+
+
+def _seed_times(ref: Ref) -> Ref | None:
+    """k when ``ref`` is ``seed * k`` (or ``k * seed``): the seed of ``grad`` is 1."""
+    node = ref.node
+    if node.op.name != "mul":
+        return None
+    a, b = node.inputs
+    return b if a.node.op.name == "seed" else a if b.node.op.name == "seed" else None
+
+
+def _scalar_aval(op, refs, attrs):
+    with np.errstate(all="ignore"):
+        try:
+            return aval_of(op.impl(*(_stand_in(r.aval) for r in refs), **attrs))
+        except Exception:  # noqa: BLE001 - not an op of plain scalars after all
+            return None
+
+
+def _seed_outward(node: Node) -> list[Node] | None:
+    """``seed * 2 * 3`` is ``seed * 6`` exactly (the seed is 1), and ``seed * k * y`` for an
+    array y is ``k * y``: a product that starts from the seed sheds it. Returns the
+    new nodes, the last one standing for ``node``."""
+    if node.op.name not in ("mul", "div") or len(node.inputs) != 2:
+        return None
+    for i, ref in enumerate(node.inputs):
+        k = _seed_times(ref)
+        if k is None or (node.op.name == "div" and i == 1):
+            continue
+        others = list(node.inputs)
+        others[i] = k
+        if node.aval.shape:  # an array: the seed's scalar type no longer matters
+            if _scalar_aval(node.op, others, node.attrs) is None or k.aval.shape:
+                return None
+            if np.result_type(_stand_in(k.aval), *(np.zeros(0, r.aval.dtype) for r in others
+                                                   if r is not k)) != node.aval.dtype:
+                return None
+            return [node.with_inputs(others)]
+        if any(_const_value(r) is _NOT_CONST for r in others):
+            return None  # scalar code keeps its products as written
+        aval = _scalar_aval(node.op, others, node.attrs)
+        seed = ref.node.inputs[0] if ref.node.inputs[0].node.op.name == "seed" else (
+            ref.node.inputs[1])
+        if aval is None:
+            return None
+        inner = Node(node.op, tuple(others), node.attrs, (aval,), node.loc, None, node.role,
+                     origin=node.origin)
+        if _scalar_aval(OPS["mul"], (seed, inner.out), {}) != node.aval:
+            return None
+        outer = Node(OPS["mul"], (seed, inner.out), {}, node.avals, node.loc, node.name,
+                     node.role, origin=node.origin)
+        return [inner, outer]
+    return None
 
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
@@ -176,6 +230,11 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             added, ref = outward
             rw.add(added)
             rw.replace(node, ref)
+            continue
+        shed = _seed_outward(new)
+        if shed is not None:
+            rw.add(shed)
+            rw.replace(node, shed[-1].out)
             continue
         simpler = _unbroadcast(new)
         if simpler is not None:
