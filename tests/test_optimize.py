@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
+import gradgen
 from gradgen.emit import FunctionSpec, emit_module
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
-import gradgen
 from gradgen.optimize import (
     cse,
     dce,

@@ -51,44 +51,49 @@ def slice_updates(graph: Graph) -> tuple[Graph, bool]:
         if node.op is not add_n or not _has_slice_terms(node, uses):
             rw.keep(new)
             continue
-        added: list[Node] = []
-        acc: Ref | None = None
-        run: list[Ref] = []  # whole-array terms not yet added
-
-        def flush():
-            nonlocal acc
-            parts = ([acc] if acc is not None else []) + run
-            if len(parts) > 1:
-                added.append(_node(add_n, parts, {"uses": ()}, node))
-                parts = [added[-1].out]
-            acc = parts[0] if parts else acc
-            run.clear()
-
-        for old, ref in zip(node.inputs, new.inputs, strict=True):
-            if not _is_slice_term(old, node, uses):
-                run.append(ref)
-                continue
-            flush()
-            scatter = ref.node
-            index = {"index": scatter.attrs["index"]}
-            if acc is None:
-                zeros = np.zeros(node.aval.shape, node.aval.dtype)
-                added.append(Node(OPS["const"], (), {"value": zeros}, node.avals, None, None,
-                                  "const"))
-                added.append(_node(OPS["index_update"], [added[-1].out, scatter.inputs[0]],
-                                   index, node))
-            else:
-                added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]], index, node))
-            acc = added[-1].out
-        flush()
+        added = _buffer_updates(node, new, uses)
         # the buffer carries the adjoint's name from its first statement on: grad_x = zeros
         name = new.name or (adjoint_names.get(node) if uses[node] == 1 else None)
         for extra in added:
             if extra.op.name != "const":
                 extra.name = name
         rw.add(added)
-        rw.replace(node, acc)
+        rw.replace(node, added[-1].out)
     return rw.result(), rw.changed
+
+
+def _buffer_updates(node: Node, new: Node, uses) -> list[Node]:
+    """The nodes that build ``node``'s sum in one buffer, the last one holding the total."""
+    added: list[Node] = []
+    acc: Ref | None = None
+    run: list[Ref] = []  # whole-array terms not yet added, summed as one add_n
+
+    def total_so_far() -> Ref | None:
+        parts = ([acc] if acc is not None else []) + run
+        if len(parts) > 1:
+            added.append(_node(add_n, parts, {"uses": ()}, node))
+            return added[-1].out
+        return parts[0] if parts else None
+
+    for old, ref in zip(node.inputs, new.inputs, strict=True):
+        if not _is_slice_term(old, node, uses):
+            run.append(ref)
+            continue
+        acc, run = total_so_far(), []
+        scatter = ref.node
+        index = {"index": scatter.attrs["index"]}
+        if acc is None:
+            zeros = np.zeros(node.aval.shape, node.aval.dtype)
+            added.append(Node(OPS["const"], (), {"value": zeros}, node.avals, None, None,
+                              "const"))
+            added.append(_node(OPS["index_update"], [added[-1].out, scatter.inputs[0]], index,
+                               node))
+        else:
+            added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]], index, node))
+        acc = added[-1].out
+    if run:
+        total_so_far()
+    return added
 
 
 def _node(op, inputs, attrs, like: Node) -> Node:
