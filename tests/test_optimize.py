@@ -14,6 +14,7 @@ from gradgen.emit import FunctionSpec, emit_module
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
 from gradgen.optimize import (
+    batch_matvecs,
     cse,
     dce,
     flatten_sums,
@@ -332,6 +333,7 @@ def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():
     assert text.count("np.stack(") == 2  # the step adjoints once (shared), the states once
     assert "grad_U = " in text and " @ xs" in text  # the stacked rows of xs are xs
     assert "grad_b = np.sum(" in text  # the bias: the rows of the same stack
+    assert "U_xs = xs @ U.T" in text and "U_xs[19]" in text  # one product for all steps
     got = gradgen.grad(rnn, argnums=(0, 1, 2))(*args)
     for i, g in enumerate(got):
         np.testing.assert_allclose(g, _numeric(rnn, *args, argnum=i), rtol=1e-6, atol=1e-8)
@@ -341,6 +343,21 @@ def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():
     stacked.verify()
     for a, b in zip(_run(stacked, args), _run(joint, args), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)  # BLAS's order of addition
+
+
+def test_matvecs_with_the_rows_of_one_array_become_one_product():
+    rng = np.random.default_rng(2)
+    args = (0.4 * rng.normal(size=(4, 4)), rng.normal(size=(4, 3)), rng.normal(size=4),
+            rng.normal(size=(6, 3)))
+    joint = _joint(rnn, args, [0, 1])
+    batched, changed = batch_matvecs(joint)
+    assert changed
+    batched.verify()
+    assert _ops(batched).count("matmul") == _ops(joint).count("matmul") - 6 + 1
+    for a, b in zip(_run(batched, args), _run(joint, args), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    short = (args[0], args[1], args[2], args[3][:3])  # three steps: left as written
+    assert not batch_matvecs(_joint(rnn, short, [0]))[1]
 
 
 def test_few_outer_products_stay_as_written():
@@ -387,3 +404,20 @@ def test_large_arrays_are_released_after_their_last_reader():
     assert "del " not in small  # small arrays: nothing to gain, nothing printed
     got = gradgen.grad(chain)(x)
     np.testing.assert_allclose(got[:7], gradgen.grad(chain)(x[:7]), rtol=0, atol=0)
+
+
+def views(a, b):
+    c = (a.T @ b).T  # reverse mode transposes the transpose back
+    return np.sum(np.tanh(c.reshape(2, 6).reshape(3, 4)) * a.reshape(3, 4))
+
+
+def test_transposes_of_transposes_and_reshapes_of_reshapes_fold():
+    args = (np.arange(12.0).reshape(4, 3) / 10, np.ones((4, 4)) / 3)
+    joint = _joint(views, args, [0, 1])
+    folded = optimize(joint, verify=True)
+    _assert_identical(_run(folded, args), _run(joint, args))
+    for node in folded.nodes:
+        if node.op.name in ("transpose", "reshape"):
+            assert node.inputs[0].node.op.name != node.op.name
+    code = [line.split("#")[0] for line in _grad_source(views, *args).splitlines()]
+    assert not any(".T.T" in line or ").reshape(2, 6).reshape(" in line for line in code)

@@ -9,12 +9,13 @@ import numpy as np
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from .accumulate import flatten_sums, slice_updates
+from .batch_rows import batch_matvecs
 from .cse import cse
 from .dce import dce
 from .fold import fold
 from .outer_sums import stack_outer_products
 
-PASSES = (dce, cse, fold, flatten_sums, slice_updates, stack_outer_products)
+PASSES = (dce, cse, fold, flatten_sums, slice_updates, stack_outer_products, batch_matvecs)
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
@@ -73,5 +74,7 @@ def own_outputs(graph: Graph, positions) -> Graph:
     return graph.with_nodes(nodes, outputs)
 
 
-__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs", "slice_updates",
+__all__ = [
+    "batch_matvecs",
+    "cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs", "slice_updates",
            "stack_outer_products"]

@@ -150,6 +150,24 @@ def _broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
     return [*nodes, out], out.out
 
 
+def _collapsed_view(node: Node) -> Node | None:
+    """``x.T.T`` is ``np.transpose(x, (0, 1))`` (which ``_identity`` then drops), and
+    ``x.reshape(a).reshape(b)`` is ``x.reshape(b)``: one view of x instead of two."""
+    name = node.op.name
+    if name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name:
+        return None
+    inner = node.inputs[0].node
+    x = inner.inputs[0]
+    if name == "reshape":
+        attrs = node.attrs
+    else:
+        first = inner.attrs.get("axes") or tuple(reversed(range(x.aval.ndim)))
+        second = node.attrs.get("axes") or tuple(reversed(range(len(first))))
+        attrs = {**node.attrs, "axes": tuple(first[i] for i in second)}
+    return Node(node.op, (x,), attrs, node.avals, node.loc, node.name, node.role,
+                origin=node.origin)
+
+
 def _seed_times(ref: Ref) -> Ref | None:
     """k when ``ref`` is ``seed * k`` (or ``k * seed``): the seed of ``grad`` is 1."""
     node = ref.node
@@ -230,6 +248,11 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             added, ref = outward
             rw.add(added)
             rw.replace(node, ref)
+            continue
+        collapsed = _collapsed_view(new)
+        if collapsed is not None:
+            rw.add([collapsed])
+            rw.replace(node, collapsed.out)
             continue
         shed = _seed_outward(new)
         if shed is not None:
