@@ -17,6 +17,7 @@ from gradgen.optimize import (
     batch_matvecs,
     cse,
     dce,
+    drop_dead_writes,
     flatten_sums,
     fold,
     optimize,
@@ -30,7 +31,7 @@ from gradgen.tracing import trace_function
 from .conftest import run_emitted
 
 # Passes that never change a float; stack_outer_products lets BLAS sum (tested on its own).
-PASSES = [dce, cse, fold, flatten_sums, slice_updates]
+PASSES = [dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes]
 
 
 def _run(graph: Graph, args):
@@ -99,6 +100,15 @@ def few_steps(W, xs):
     return np.sum(h * h)
 
 
+def filled(W, xs):
+    h = np.zeros((3, 3))
+    prev = np.zeros(3)
+    for t in range(3):
+        h[t] = np.tanh(W @ prev + xs[t])
+        prev = h[t]
+    return np.sum(h.sum(axis=1) ** 2) + np.sum(h[1] * h[-1])
+
+
 def unused(x, y, z):
     _waste = np.exp(y) * 3  # never reaches the output
     return x * x
@@ -115,6 +125,7 @@ CORPUS = [
     (unused, (1.5, 0.5, np.ones(2)), [0, 1, 2]),
     (banded, (np.linspace(-1.0, 1.5, 7),), [0]),
     (banded, (np.linspace(-1.0, 1.5, 7, dtype=np.float32),), [0]),
+    (filled, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
     (few_steps, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
 ]
 IDS = [c[0].__name__ for c in CORPUS]
@@ -421,3 +432,27 @@ def test_transposes_of_transposes_and_reshapes_of_reshapes_fold():
             assert node.inputs[0].node.op.name != node.op.name
     code = [line.split("#")[0] for line in _grad_source(views, *args).splitlines()]
     assert not any(".T.T" in line or ").reshape(2, 6).reshape(" in line for line in code)
+
+
+def test_writes_nobody_reads_are_dropped():
+    """The backward of h[t] = ... zeroes row t of grad_h, which no earlier step reads."""
+    args = (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10)
+    joint = optimize(_joint(filled, args, [0, 1]))
+    zeroing = [n for n in joint.nodes if n.op.name == "index_update"
+               and n.inputs[1].node.op.name == "const" and n.role == "bwd"]
+    assert not zeroing
+    text = _grad_source(filled, *args, argnums=(0, 1))
+    assert "] = 0.0" not in text
+
+
+def test_a_write_whose_row_is_returned_stays():
+    def overwrite(a, x):
+        a = a.copy()
+        a[0] = x * 2
+        return np.sum(a * a)
+
+    args = (np.arange(6.0).reshape(2, 3), np.array([0.5, -1.5, 2.0]))
+    grad_a, grad_x = gradgen.grad(overwrite, argnums=(0, 1))(*args)
+    np.testing.assert_array_equal(grad_a[0], 0.0)  # the overwritten row gets no gradient
+    np.testing.assert_allclose(grad_a[1], 2 * args[0][1])
+    np.testing.assert_allclose(grad_x, 8 * args[1])

@@ -75,14 +75,20 @@ def _buffer_updates(node: Node, new: Node, uses) -> list[Node]:
             return added[-1].out
         return parts[0] if parts else None
 
+    rows: set[int] | None = set()  # rows written into fresh zeros so far, while that is all
     for old, ref in zip(node.inputs, new.inputs, strict=True):
         if not _is_slice_term(old, node, uses):
             run.append(ref)
+            rows = None
             continue
         acc, run = total_so_far(), []
         scatter = ref.node
         index = {"index": scatter.attrs["index"]}
-        if acc is None:
+        row = _row(scatter)
+        if acc is not None and rows is not None and row is not None and row not in rows:
+            # a row still zero: ``g[1] = v`` (``g[1] += v`` would add it to 0.0)
+            added.append(_node(OPS["index_update"], [acc, scatter.inputs[0]], index, node))
+        elif acc is None:
             zeros = np.zeros(node.aval.shape, node.aval.dtype)
             added.append(Node(OPS["const"], (), {"value": zeros}, node.avals, None, None,
                               "const"))
@@ -91,9 +97,18 @@ def _buffer_updates(node: Node, new: Node, uses) -> list[Node]:
         else:
             added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]], index, node))
         acc = added[-1].out
+        rows = rows | {row} if rows is not None and row is not None else None
     if run:
         total_so_far()
     return added
+
+
+def _row(scatter: Node) -> int | None:
+    """i when a scatter places its values at ``[i]``, one integer (counted from the front)."""
+    index = scatter.attrs["index"]
+    if len(index) != 1 or type(index[0]) is not int:
+        return None
+    return index[0] % scatter.attrs["shape"][0]
 
 
 def _node(op, inputs, attrs, like: Node) -> Node:
