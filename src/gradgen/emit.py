@@ -134,7 +134,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = 0
             continue
         args = [exprs[r.node] for r in node.inputs]
-        if op == "adjoint" and node.name and names.get(node.inputs[0].node) == node.name:
+        built = node.inputs[0].node if op == "adjoint" else None
+        if built is not None and built.name == node.name and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
             sizes[node] = 0
