@@ -320,6 +320,7 @@ class _Buffers:
 class _Liveness:
     """Large arrays are released (``del``) right after the statement that reads them last,
     so the peak memory of the module follows what is live, as a careful person writes it.
+    Views, arguments, buffers written in place and returned values are left alone.
     An inlined expression reads its operands where the statement that holds it runs."""
 
     def __init__(self, graph: Graph, writes):
@@ -329,7 +330,7 @@ class _Liveness:
         for node in graph.nodes:
             aval = node.avals[0] if len(node.avals) == 1 else None
             if (aval is None or aval.py is not None or node.op.name in ("input", "const")
-                    or node in written or node in returned or node.op.extra.get("statement")
+                    or node.is_view or node in written or node in returned or node.op.extra.get("statement")
                     or node in writes or aval.size * aval.dtype.itemsize < DEL_MIN_BYTES):
                 continue
             self.readers[node] = 0
