@@ -330,8 +330,9 @@ class _Liveness:
         for node in graph.nodes:
             aval = node.avals[0] if len(node.avals) == 1 else None
             if (aval is None or aval.py is not None or node.op.name in ("input", "const")
-                    or node.is_view or node in written or node in returned or node.op.extra.get("statement")
-                    or node in writes or aval.size * aval.dtype.itemsize < DEL_MIN_BYTES):
+                    or node.is_view or node in written or node in returned or node in writes
+                    or node.op.extra.get("statement")
+                    or aval.size * aval.dtype.itemsize < DEL_MIN_BYTES):
                 continue
             self.readers[node] = 0
         for node in graph.nodes:
