@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import operator
+
 from ..ir import Graph
 
 
 def dce(graph: Graph) -> tuple[Graph, bool]:
     live = {r.node for r in graph.outputs}
     live.update(n for n in graph.nodes if n.op.name == "guard")
+    input_node = operator.attrgetter("node")  # C-level reads: this runs per node
     for node in reversed(graph.nodes):  # one backward sweep: readers come after what they read
         if node in live:
-            live.update(r.node for r in node.inputs)
+            live.update(map(input_node, node.inputs))
     kept = [n for n in graph.nodes if n in live or n.op.name == "input"]
     if len(kept) == len(graph.nodes):
         return graph, False
