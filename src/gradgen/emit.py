@@ -155,12 +155,19 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             continue
         write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
         expr = Expr("") if write else node.op.printer(node, args)
-        size = 1 + sum(sizes.get(r.node, 0) for r in node.inputs)
-        note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
+        # What the operands carry into this expression, gathered in one sweep over the
+        # inputs (this runs per node: one loop instead of four generators)
+        size, note, applied, origin = 1, (), (), ()
+        for ref in node.inputs:
+            operand = ref.node
+            size += sizes.get(operand, 0)
+            note += notes.get(operand, ())
+            applied += rules.get(operand, ())
+            origin += origins.get(operand, ())
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
-        applied = tuple(t for r in node.inputs for t in rules.get(r.node, ())) + _rule_of(node)
-        origins[node] = tuple(o for r in node.inputs for o in origins.get(r.node, ())) + (
+        applied += _rule_of(node)
+        origins[node] = origin + (
             (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
         too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
@@ -286,8 +293,8 @@ class _Buffers:
 
     def see(self, node: Node, position: int) -> None:
         op = node.op
-        scalar = isinstance(self.values.get(node), np.generic)  # x[i, j] is a copy
-        if op.name == "adjoint" or (node.is_view and not scalar):
+        if op.name == "adjoint" or (node.is_view and not isinstance(  # x[i, j] is a copy
+                self.values.get(node), np.generic)):
             first = node.inputs[0].node
             root = self.root.get(first, first)
             if op.extra.get("view") == "readonly" or first in self.readonly:
