@@ -289,6 +289,8 @@ class _Buffers:
     def reads_buffer(self, node: Node) -> bool:
         """Does ``node`` read an array that a statement may write into? Then it is computed
         where it stands, not inlined into a later statement."""
+        if not self.base_roots:  # nothing is written in place (scalar code): asked per node
+            return False
         return any(self.shared.get(r.node, r.node) in self.base_roots for r in node.inputs)
 
     def see(self, node: Node, position: int) -> None:
@@ -356,10 +358,13 @@ class _Liveness:
         return out
 
     def inline(self, node: Node) -> None:
-        self.pending[node] = self._reads(node)
+        if self.readers:  # without a large value (scalar code) nothing is ever deleted
+            self.pending[node] = self._reads(node)
 
     def run(self, node: Node, names: dict[Node, str]) -> list[str]:
         """The names to delete after ``node``'s statement."""
+        if not self.readers:
+            return []
         dead = []
         for value in self._reads(node):
             if value in self.readers:
