@@ -137,6 +137,22 @@ def _print_getitem(node, args):
     return Expr(f"{args[0].at(PREC_ATOM - 1)}[{_subscript(node, args, 1)}]", PREC_ATOM - 1)
 
 
+def _xp_subscript(node, args, scope, first: int) -> str:
+    """The index with small constant index arrays written as ``xp.asarray([0, 2])``: JAX
+    refuses a list as an index, and the library's default integer is right for indexing."""
+    texts = []
+    for ref, arg in zip(node.inputs[first:], args[first:], strict=True):
+        value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
+        small = isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
+        texts.append(f"xp.asarray({value.tolist()!r})" if small else arg.text)
+    return index_text(node.attrs["index"], texts)
+
+
+def _xp_getitem(node, args, scope):
+    return Expr(f"{args[0].at(PREC_ATOM - 1)}[{_xp_subscript(node, args, scope, 1)}]",
+                PREC_ATOM - 1)
+
+
 def _getitem_vjp(g, ans, x, *arrays, index):
     if is_basic(index):
         return scatter(g, shape=np.shape(_value(x)), dtype=np.result_type(_value(x)).name,
@@ -178,7 +194,7 @@ getitem = defop(
     sympy=_getitem_impl,
     domain=Domain((REALS,), cases=_INDEX_CASES),
     rule_text=("the cotangent placed back at the index (added where it repeats), zeros elsewhere",),
-    extra={"view": True})  # basic indexing: a view of x (advanced indexing copies)
+    extra={"view": True}, xp=_xp_getitem)  # basic indexing: a view of x (advanced indexing copies)
 
 
 # --- the VJP of a basic read: zeros with the cotangent placed --------------------------------
@@ -203,6 +219,11 @@ SCATTER_HELPER = '''def _scatter(values, shape, dtype, index):
     out[index] = values
     return out'''
 
+def _xp_scatter(node, args, scope):
+    zeros = scope.allocate("zeros", node.attrs["shape"], node.attrs["dtype"])
+    return Expr(f"xpx.at({zeros})[{index_text(node.attrs['index'])}].set({args[0].text})")
+
+
 scatter = defop(
     "scatter", _scatter_value, _print_scatter,
     vjp=(lambda g, ans, v, shape, dtype, index: getitem(g, index=index),),
@@ -211,7 +232,7 @@ scatter = defop(
                                               "index": (("slice", 1, 3, None),)}),
                                    (((),), {"shape": (3, 2), "dtype": "float64",
                                             "index": (1, 0)}))),
-    rule_text=("the cotangent at the index",))
+    rule_text=("the cotangent at the index",), xp=_xp_scatter)
 
 
 def _sympy_scatter(v, shape, index):
@@ -298,6 +319,42 @@ def _print_add_at(node, args, target):
     return f"np.add.at({target}, {index}, {args[1].text})"
 
 
+def _xp_update(method):
+    """``a = xpx.at(a)[i].set(v)``: a new array, written in place only where the library
+    allows it and the old version is the module's own dead buffer (``fresh``)."""
+
+    def print_update(node, args, scope, old, fresh):
+        index = node.attrs["index"]
+        if method == "add" and not is_basic(index) and not _hits_once(node):
+            refuse_repeats(node)
+        copy = "" if fresh else ", copy=True"
+        subscript = _xp_subscript(node, args, scope, 2)
+        return f"xpx.at({old.text})[{subscript}].{method}({args[1].text}{copy})"
+
+    return print_update
+
+
+def _hits_once(node) -> bool:
+    """Does a constant advanced index reach each element at most once? (array_api_extra's
+    ``add`` adds once per element, like ``a[i] += v``, not like ``np.add.at``.)"""
+    arrays = []
+    for ref in node.inputs[2:]:
+        if ref.node.op.name != "const":
+            return False
+        arrays.append(ref.node.attrs["value"])
+    shape = node.aval.shape
+    positions = np.arange(int(np.prod(shape))).reshape(shape)
+    hit = positions[real_index(node.attrs["index"], arrays)]
+    return np.unique(hit).size == hit.size
+
+
+def refuse_repeats(node):
+    from ..dialects import refuse
+
+    refuse(node, "a scatter-add whose index may repeat an element (np.add.at, the gradient "
+           "of x[idx] with a repeated or traced idx) has no array-API form in gradgen yet")
+
+
 def _print_as_statement(node, args):
     raise AssertionError("index updates are printed as statements")
 
@@ -318,7 +375,8 @@ index_update = defop(
     sympy=_update_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent, zeroed where the write overwrote the old value",
                "the cotangent at the index (of the last write where an index repeats)"),
-    extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)})
+    extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)},
+    xp=_xp_update("set"))
 
 # a[index] += v with every repeated index adding (np.add.at): the VJP of an advanced read.
 index_add = defop(
@@ -326,7 +384,7 @@ index_add = defop(
     vjp=_ValueFirst((lambda g, ans, x, v, *arrays, index: g, _add_at_vjp_v)),
     sympy=_add_at_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent", "the cotangent at the index (each time it is reached)"),
-    extra={"statement": _print_add_at, "vjp_order": (1, 0)})
+    extra={"statement": _print_add_at, "vjp_order": (1, 0)}, xp=_xp_update("add"))
 
 
 # --- np.stack --------------------------------------------------------------------------------

@@ -595,6 +595,34 @@ def _diagonal_impl(x, offset=0, axis1=0, axis2=1):
     return np.diagonal(x, offset, axis1, axis2)
 
 
+def _xp_last_two(fn):
+    """``xp.linalg.diagonal``/``trace``: the standard reads the last two axes only."""
+
+    def print_(node, args, scope):
+        ndim = node.inputs[0].aval.ndim
+        axes = (node.attrs.get("axis1", 0) % ndim, node.attrs.get("axis2", 1) % ndim)
+        if axes != (ndim - 2, ndim - 1):
+            from ..dialects import refuse
+
+            refuse(node, f"np.{fn} over axes {axes} (the array API's reads the last two)")
+        offset = node.attrs.get("offset", 0)
+        tail = f", offset={offset}" if offset else ""
+        return Expr(f"xp.linalg.{fn}({args[0].text}{tail})")
+
+    return print_
+
+
+def _xp_add_eye(node, args, scope):
+    n = node.aval.shape[-1]
+    eye = f"xp.eye({n}, dtype={scope.dtype(node.aval.dtype)}, {scope.device()})"
+    scale = node.attrs["scale"]
+    if scale == 1.0:
+        return Expr(f"{args[0].at(PREC_ADD)} + {eye}", PREC_ADD)
+    if scale == -1.0:
+        return Expr(f"{args[0].at(PREC_ADD)} - {eye}", PREC_ADD)
+    return Expr(f"{args[0].at(PREC_ADD)} + {scale!r} * {eye}", PREC_ADD)
+
+
 diagonal = defop(
     "diagonal", _diagonal_impl,
     _printer("np.diagonal", ("offset", "axis1", "axis2"), {"offset": 0, "axis1": 0, "axis2": 1}),
@@ -607,7 +635,7 @@ diagonal = defop(
         (((4, 3),), {"offset": -1, "axis1": 0, "axis2": 1}),
         (((2, 3, 2),), {"offset": 0, "axis1": 2, "axis2": 0}))),
     rule_text=("the cotangent placed on the diagonal, zeros elsewhere",),
-    extra={"view": "readonly"})
+    extra={"view": "readonly"}, xp=_xp_last_two("diagonal"))
 
 
 def _trace_impl(x, offset=0, axis1=0, axis2=1):
@@ -628,7 +656,8 @@ trace = defop(
         (((3, 3),), {"offset": 0, "axis1": 0, "axis2": 1}),
         (((2, 4),), {"offset": 1, "axis1": 0, "axis2": 1}),
         (((2, 3, 2),), {"offset": -1, "axis1": 0, "axis2": 2}))),
-    rule_text=("d trace(A)/dA: the identity (ones on the traced diagonal)",))
+    rule_text=("d trace(A)/dA: the identity (ones on the traced diagonal)",),
+    xp=_xp_last_two("trace"))
 
 
 def _diag_impl(v, k=0):
@@ -685,7 +714,7 @@ add_eye = defop(
     sympy=lambda x, scale: x + scale * np.eye(np.shape(x)[-1], dtype=int),
     domain=Domain((REALS,), cases=((((3, 3),), {"scale": 1.0}),
                                    (((2, 2, 2),), {"scale": -1.0}))),
-    rule_text=("the cotangent",))
+    rule_text=("the cotangent",), xp=_xp_add_eye)
 
 
 # --- kron and cross --------------------------------------------------------------------------
@@ -978,6 +1007,7 @@ svdvals = defop(
     "svdvals", lambda a: np.linalg.svd(a, compute_uv=False),
     lambda node, args: Expr(f"np.linalg.svd({args[0].text}, compute_uv=False)"),
     vjp=(_svdvals_vjp,), sympy=lambda a: _stacked(lambda m: _sym_svd(m, "s"), a),
+    xp=lambda node, args, scope: Expr(f"xp.linalg.svdvals({args[0].text})"),
     domain=Domain((REALS,), cases=_RECT + ((((3, 2),), {}),)),
     rule_text=("U diag(G) Vh",))
 
