@@ -140,12 +140,15 @@ def _print_getitem(node, args):
 def _xp_subscript(node, args, scope, first: int) -> str:
     """The index with small constant index arrays written as ``xp.asarray([0, 2])``: JAX
     refuses a list as an index, and the library's default integer is right for indexing."""
-    texts = []
-    for ref, arg in zip(node.inputs[first:], args[first:], strict=True):
-        value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
-        small = isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
-        texts.append(f"xp.asarray({value.tolist()!r})" if small else arg.text)
+    texts = [_xp_index_array(ref, arg)
+             for ref, arg in zip(node.inputs[first:], args[first:], strict=True)]
     return index_text(node.attrs["index"], texts)
+
+
+def _xp_index_array(ref, arg) -> str:
+    value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
+    small = isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
+    return f"xp.asarray({value.tolist()!r})" if small else arg.text
 
 
 def _xp_getitem(node, args, scope):
@@ -326,7 +329,7 @@ def _xp_update(method):
     def print_update(node, args, scope, old, fresh):
         index = node.attrs["index"]
         if method == "add" and not is_basic(index) and not _hits_once(node):
-            refuse_repeats(node)
+            return f"{old.text} + {_xp_one_hot_sum(node, args, scope)}"
         copy = "" if fresh else ", copy=True"
         subscript = _xp_subscript(node, args, scope, 2)
         return f"xpx.at({old.text})[{subscript}].{method}({args[1].text}{copy})"
@@ -346,6 +349,31 @@ def _hits_once(node) -> bool:
     positions = np.arange(int(np.prod(shape))).reshape(shape)
     hit = positions[real_index(node.attrs["index"], arrays)]
     return np.unique(hit).size == hit.size
+
+
+def _xp_one_hot_sum(node, args, scope) -> str:
+    """``np.add.at(x, (:, ..., idx), v)`` where ``idx`` may repeat: ``v`` contracted with the
+    one-hot matrix ``idx == arange(n)``, so every repeat adds (standard operations only)."""
+    index = node.attrs["index"]
+    axis = len(index) - 1
+    full = ("slice", None, None, None)
+    idx_ref = node.inputs[2] if len(node.inputs) == 3 else None
+    x_shape, v_shape = node.aval.shape, node.inputs[1].aval.shape
+    if (idx_ref is None or index[-1] != ("array", 0) or any(i != full for i in index[:-1])
+            or idx_ref.aval.ndim != 1 or idx_ref.aval.dtype.kind not in "iu"
+            or v_shape != x_shape[:axis] + idx_ref.aval.shape + x_shape[axis + 1:]):
+        refuse_repeats(node)
+    m, n = idx_ref.aval.shape[0], x_shape[axis]
+    idx = _xp_index_array(idx_ref, args[2])
+    hits = f"xp.reshape({idx}, ({m}, 1)) == xp.arange({n}, {scope.device()})"
+    one_hot = f"xp.astype({hits}, {scope.dtype(node.aval.dtype)})"
+    if axis == 0:
+        return f"xp.tensordot({one_hot}, {args[1].text}, axes=((0,), (0,)))"
+    summed = f"xp.tensordot({args[1].text}, {one_hot}, axes=(({axis},), (0,)))"
+    if axis == len(x_shape) - 1:
+        return summed
+    order = (*range(axis), len(x_shape) - 1, *range(axis, len(x_shape) - 1))
+    return f"xp.permute_dims({summed}, {order!r})"
 
 
 def refuse_repeats(node):

@@ -673,6 +673,25 @@ diag = defop(
     rule_text=("the diagonal of the cotangent",))
 
 
+def _xp_triangle(name):
+    """``xp.where(column - row <= k, x, 0)``: the triangle from index grids (no n x m
+    constant in the module)."""
+
+    def print_(node, args, scope):
+        if node.inputs[0].aval.ndim < 2:
+            from ..dialects import refuse
+
+            refuse(node, f"np.{name} of a 1-d array (a repeated row)")
+        n, m = node.aval.shape[-2:]
+        k = node.attrs.get("k", 0)
+        rows = f"xp.reshape(xp.arange({n}, {scope.device()}), ({n}, 1))"
+        offset = f"xp.arange({m}, {scope.device()}) - {rows}"
+        keep = f"{offset} <= {k}" if name == "tril" else f"{offset} >= {k}"
+        return Expr(f"xp.where({keep}, {args[0].text}, xp.zeros_like({args[0].text}))")
+
+    return print_
+
+
 def _triangle(name, np_fn):
     def impl(x, k=0):
         return np_fn(x, k)
@@ -683,7 +702,8 @@ def _triangle(name, np_fn):
         domain=Domain((REALS,), cases=((((3, 3),), {"k": 0}), (((3, 4),), {"k": 1}),
                                        (((2, 2, 3),), {"k": -1}), (((3,),), {"k": 0}))),
         rule_text=((f"the cotangent's {'lower' if name == 'tril' else 'upper'} triangle "
-                   "(a 1-d input is a row repeated: the columns summed)"),))
+                   "(a 1-d input is a row repeated: the columns summed)"),),
+        xp=_xp_triangle(name))
     return row
 
 
