@@ -71,7 +71,7 @@ class NumpyScope:
             prelude = f"{name} = {old.text if fresh else _copied(old, base)}"
         return prelude, node.op.extra["statement"](node, args, name)
 
-    def truth(self, cond: Expr, node: Node) -> Expr:
+    def truth(self, cond: Expr, node: Node, written: str) -> Expr:
         return cond
 
     def all_finite(self, name: str, node: Node) -> str:
@@ -188,11 +188,13 @@ class ArrayApiScope:
             refuse(node, form or f"{node.op.name} has no array-API form")
         return "", f"{name} = {form(node, args, self, old, fresh)}"
 
-    def truth(self, cond: Expr, node: Node) -> Expr:
+    def truth(self, cond: Expr, node: Node, written: str) -> Expr:
+        from .emit import string_literal
+
         if node.inputs[0].aval.py is not None:  # a Python bool: no array involved
             return cond
         where = f"{node.loc}: " if node.loc is not None else ""
-        return Expr(f"_concrete({cond.text}, {where + cond.text!r})")
+        return Expr(f"_concrete({cond.text}, {string_literal(where + written)})")
 
     def all_finite(self, name: str, node: Node) -> str:
         if node.aval.py is not None and node.aval.is_float:

@@ -141,10 +141,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue
         args = [exprs[r.node] for r in node.inputs]
         if op == "guard":
-            cond = scope.truth(args[0], node)
+            written = _condition_as_written(node) or args[0].text
+            cond = scope.truth(args[0], node, written)
             expect = node.attrs["expect"]
             test = f"not {cond.at(5)}" if expect else cond.text
-            written = _condition_as_written(node) or cond.text
             described = f"`{written}` is {expect}"
             message = f"{node.loc}: traced where {described}" if node.loc else (
                 f"traced where {described}")
@@ -229,6 +229,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
     body[:0] = scope.preamble(code)  # xp = array_namespace(...) where the target needs it
+    if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
+        code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
