@@ -186,7 +186,10 @@ class ArrayApiScope:
         form = node.op.xp
         if isinstance(form, str) or not callable(form):
             refuse(node, form or f"{node.op.name} has no array-API form")
-        return "", f"{name} = {form(node, args, self, old, fresh)}"
+        prelude = ""
+        if fresh and name != old.text:  # a new buffer (zeros): allocated, then written into
+            prelude, old = f"{name} = {old.text}", Expr(name)
+        return prelude, f"{name} = {form(node, args, self, old, fresh)}"
 
     def truth(self, cond: Expr, node: Node, written: str) -> Expr:
         from .emit import string_literal
