@@ -268,3 +268,27 @@ def test_cli_target_array_api(tmp_path):
     module = run_emitted(result.stdout)
     np.testing.assert_allclose(module["f_grad"](np.ones(3)),
                                2 * np.tanh(1.0) * (1 - np.tanh(1.0) ** 2) * np.ones(3))
+
+
+def test_the_dask_example_matches_the_numpy_gradient():
+    pytest.importorskip("dask.array")
+    from tests.conftest import load_example
+
+    example = load_example("dask_logistic")
+    value, grad = example.main(n=2_000, d=4, chunk_rows=300)  # seven chunks of rows
+    w, X, y = example.data(2_000, 4)
+    want_value, want_grad = gradgen.value_and_grad(example.loss)(w, X, y)
+    assert value == pytest.approx(want_value, rel=1e-13)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-11, atol=1e-14)
+
+
+def test_torch_scalars_in_calls():
+    torch = pytest.importorskip("torch")
+    from tests.conftest import load_example
+
+    example = load_example("dask_logistic")
+    w, X, y = example.data(50, 3)
+    w = w + 0.3
+    module = run_emitted(gradgen.emit(example.loss, w, X, y, target="array-api"))
+    got = module["loss_grad"](*(torch.from_numpy(a) for a in (w, X, y)))
+    np.testing.assert_allclose(got.numpy(), gradgen.grad(example.loss)(w, X, y), rtol=1e-12)
