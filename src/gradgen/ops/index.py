@@ -355,6 +355,8 @@ def _xp_one_hot_sum(node, args, scope) -> str:
     """``np.add.at(x, (:, ..., idx), v)`` where ``idx`` may repeat: ``v`` contracted with the
     one-hot matrix ``idx == arange(n)``, so every repeat adds (standard operations only)."""
     index = node.attrs["index"]
+    if index == (("array", 0), ("array", 1)):
+        return _xp_one_hot_rows(node, args, scope)
     axis = len(index) - 1
     full = ("slice", None, None, None)
     idx_ref = node.inputs[2] if len(node.inputs) == 3 else None
@@ -374,6 +376,23 @@ def _xp_one_hot_sum(node, args, scope) -> str:
         return summed
     order = (*range(axis), len(x_shape) - 1, *range(axis, len(x_shape) - 1))
     return f"xp.permute_dims({summed}, {order!r})"
+
+
+def _xp_one_hot_rows(node, args, scope) -> str:
+    """``np.add.at(x, (arange(n), j), v)``, the gradient of ``logp[np.arange(n), y]``: one
+    element per row, so row i gets ``v[i]`` at column ``j[i]`` (a one-hot mask)."""
+    rows, cols = node.inputs[2], node.inputs[3]
+    shape = node.aval.shape
+    value = rows.node.attrs.get("value") if rows.node.op.name == "const" else None
+    if (len(shape) != 2 or value is None or value.shape != (shape[0],)
+            or not (value == np.arange(shape[0])).all() or cols.aval.shape != (shape[0],)
+            or node.inputs[1].aval.shape != (shape[0],)):
+        refuse_repeats(node)
+    n, m = shape
+    hits = f"xp.reshape({_xp_index_array(cols, args[3])}, ({n}, 1)) == xp.arange({m}, " \
+           f"{scope.device()})"
+    return f"xp.astype({hits}, {scope.dtype(node.aval.dtype)}) * xp.reshape({args[1].text}, " \
+           f"({n}, 1))"
 
 
 def refuse_repeats(node):
