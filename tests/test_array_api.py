@@ -292,3 +292,26 @@ def test_torch_scalars_in_calls():
     module = run_emitted(gradgen.emit(example.loss, w, X, y, target="array-api"))
     got = module["loss_grad"](*(torch.from_numpy(a) for a in (w, X, y)))
     np.testing.assert_allclose(got.numpy(), gradgen.grad(example.loss)(w, X, y), rtol=1e-12)
+
+
+def test_the_modules_are_ruff_clean_and_formatted(tmp_path):
+    """The array-API modules of this file's functions and of the style corpus: what ruff
+    check and ruff format --check accept, like the NumPy target's."""
+    from tests.test_emitted_style import CORPUS, RUFF, _ruff
+
+    if RUFF is None:
+        pytest.skip("ruff is not installed")
+    written = 0
+    for name, fn, args, kwargs in [*((n, *CASES[n][:2], {"argnums": CASES[n][2]}) for n in CASES),
+                                   *CORPUS]:
+        try:
+            source = gradgen.emit(fn, *args, **kwargs, target="array-api")
+        except gradgen.UnsupportedOperation:
+            continue  # refused by name (tested above); nothing was written
+        (tmp_path / f"{name}.py").write_text(source)
+        written += 1
+    assert written >= 15
+    check = _ruff("check", "--output-format", "concise", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout
+    fmt = _ruff("format", "--check", "--diff", cwd=tmp_path)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
