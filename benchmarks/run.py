@@ -46,6 +46,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 for _var in THREAD_VARS:
     os.environ.setdefault(_var, "1")
 
+import array_api
 import arrays
 import math200
 import workload
@@ -689,6 +690,8 @@ def main(argv=None) -> None:
     rows = [] if args.skip_first_call else part2(sizes, repeats)
     array_lines = [] if args.skip_arrays else report_arrays(
         part3(array_repeats, array_budget, first_rounds), array_repeats)
+    if not args.skip_arrays:  # part 4: the array-API target against jax.jit(grad) and torch
+        array_lines += ["", *array_api.run(3 if args.quick else 7, quick=args.quick)]
     flags = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--out")]
     text = report(contenders, rows, notes, flags, time.perf_counter() - started, array_lines)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
