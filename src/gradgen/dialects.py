@@ -116,6 +116,7 @@ class ArrayApiScope:
                 name = spec.input_names.get(index) or spec.params[index]
                 self.arrays.append((name, node.aval))
         self.plain = [(text, aval) for text, aval in self.arrays if "[" not in text]
+        self.loc = next((n.loc for n in graph.nodes if n.loc is not None), None)
 
     # --- what every allocation needs: the dtype and the device of the caller's arrays ---------
 
@@ -135,8 +136,8 @@ class ArrayApiScope:
             raise UnsupportedOperation(
                 f"{self.spec.name}: the array-API target takes the array namespace, dtype and "
                 "device from an array argument, and this function has none",
-                None, "pass at least one argument as an array, or use target='numpy'")
-        return self.arrays[0][0]
+                self.loc, "pass at least one argument as an array, or use target='numpy'")
+        return (self.plain or self.arrays)[0][0]  # a plain argument reads best: device(X)
 
     def allocate(self, fn: str, shape, dtype, *extra: str) -> str:
         parts = [repr(tuple(shape)), *extra, f"dtype={self.dtype(dtype)}", self.device()]

@@ -223,15 +223,28 @@ SCATTER_HELPER = '''def _scatter(values, shape, dtype, index):
     return out'''
 
 def _xp_scatter(node, args, scope):
-    pads = _slice_padding(node.attrs["index"], node.attrs["shape"])
-    if pads is not None and node.inputs[0].aval.shape == tuple(
+    index, values, shape = node.attrs["index"], args[0].text, node.inputs[0].aval.shape
+    if None in index and "..." not in index:  # x[:, None]: the new axis is not in x
+        kept, dims = [], iter(shape)
+        for item in index:
+            if item is None:
+                next(dims)
+            elif not isinstance(item, int):
+                kept.append(next(dims))
+        shape = (*kept, *dims)
+        values = f"xp.reshape({values}, {shape!r})"
+        index = tuple(item for item in index if item is not None)
+        if not index:
+            return Expr(values)
+    pads = _slice_padding(index, node.attrs["shape"])
+    if pads is not None and shape == tuple(
             dim - before - after for dim, (before, after) in zip(node.attrs["shape"], pads,
                                                                   strict=True)):
         # zeros around a block: a pad, which every library (and XLA) does without a scatter
         width = repr(pads[0]) if len(pads) == 1 else repr(tuple(pads))
-        return Expr(f"xpx.pad({args[0].text}, {width})")
+        return Expr(f"xpx.pad({values}, {width})")
     zeros = scope.allocate("zeros", node.attrs["shape"], node.attrs["dtype"])
-    return Expr(f"xpx.at({zeros})[{index_text(node.attrs['index'])}].set({args[0].text})")
+    return Expr(f"xpx.at({zeros})[{index_text(index)}].set({values})")
 
 
 def _slice_padding(index, shape):
@@ -412,10 +425,10 @@ def _xp_one_hot_rows(node, args, scope) -> str:
             or node.inputs[1].aval.shape != (shape[0],)):
         refuse_repeats(node)
     n, m = shape
-    hits = f"xp.reshape({_xp_index_array(cols, args[3])}, ({n}, 1)) == xp.arange({m}, " \
-           f"{scope.device()})"
-    return f"xp.astype({hits}, {scope.dtype(node.aval.dtype)}) * xp.reshape({args[1].text}, " \
-           f"({n}, 1))"
+    columns = f"xp.reshape({_xp_index_array(cols, args[3])}, ({n}, 1))"
+    hits = f"{columns} == xp.arange({m}, {scope.device()})"
+    one_hot = f"xp.astype({hits}, {scope.dtype(node.aval.dtype)})"
+    return f"{one_hot} * xp.reshape({args[1].text}, ({n}, 1))"
 
 
 def refuse_repeats(node):

@@ -543,6 +543,52 @@ def _print_einsum(node, args):
     return Expr(f"np.einsum({', '.join(parts)})")
 
 
+def _xp_einsum(node, args, scope):
+    """One or two operands without a repeated label, from standard operations: a contraction
+    with no shared kept label is ``xp.tensordot``; otherwise each operand is permuted and
+    reshaped onto the labels (output first), multiplied and summed over the rest."""
+    from ..dialects import refuse
+
+    inputs, output = node.attrs["subscripts"].split("->")
+    labels = inputs.split(",")
+    if len(labels) > 2 or any(len(set(lab)) != len(lab) for lab in labels):
+        refuse(node, f"np.einsum({node.attrs['subscripts']!r}) (more than two operands, or a "
+               "diagonal) has no array-API form in gradgen yet")
+    shapes = [r.aval.shape for r in node.inputs]
+    if len(labels) == 2 and not set(labels[0]) & set(labels[1]) & set(output):
+        shared = [c for c in labels[0] if c in labels[1]]
+        kept = [c for c in labels[0] if c not in shared] + [c for c in labels[1]
+                                                              if c not in shared]
+        sizes_agree = all(shapes[0][labels[0].index(c)] == shapes[1][labels[1].index(c)]
+                          for c in shared)
+        if sizes_agree and sorted(kept) == sorted(output):
+            axes = (tuple(labels[0].index(c) for c in shared),
+                    tuple(labels[1].index(c) for c in shared))
+            text = f"xp.tensordot({args[0].text}, {args[1].text}, axes={axes!r})"
+            order = tuple(kept.index(c) for c in output)
+            if order != tuple(range(len(order))):
+                text = f"xp.permute_dims({text}, {order!r})"
+            return Expr(text)
+    every = list(output) + [c for lab in labels for c in lab if c not in output]
+    every = list(dict.fromkeys(every))
+    aligned = []
+    for lab, shape, arg in zip(labels, shapes, args, strict=True):
+        text = arg.text
+        order = sorted(range(len(lab)), key=lambda i: every.index(lab[i]))
+        if order != list(range(len(lab))):
+            text = f"xp.permute_dims({text}, {tuple(order)!r})"
+        full = tuple(shape[lab.index(c)] if c in lab else 1 for c in every)
+        if len(full) != len(lab):
+            text = f"xp.reshape({text}, {full!r})"
+        aligned.append(text)
+    product = " * ".join(aligned) if len(aligned) > 1 else aligned[0]
+    summed = tuple(range(len(output), len(every)))
+    if not summed:
+        return Expr(product, PREC_MUL if len(aligned) > 1 else 16)
+    axis = summed[0] if len(summed) == 1 else summed
+    return Expr(f"xp.sum({product}, axis={axis!r})")
+
+
 def _sym_einsum(*xs, subscripts, optimize=False):
     return np.einsum(subscripts, *[np.asarray(x, dtype=object) for x in xs])
 
@@ -560,7 +606,8 @@ einsum = defop(
     rule_text=(("operand i: the einsum of the cotangent with the other operands, to operand i's "
                "labels (a repeated label: the diagonal, zeros elsewhere; a label no other "
                "operand has: broadcast)"),),
-    extra={"view": True})  # np.einsum('ii->i', a) is a view of a
+    extra={"view": True},  # np.einsum('ii->i', a) is a view of a
+    xp=_xp_einsum)
 
 
 # --- diagonals and triangles -----------------------------------------------------------------
