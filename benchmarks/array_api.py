@@ -1,11 +1,10 @@
-"""The array-API target on the array workloads (arrays.py): ``jax.jit`` of the emitted module
-against ``jax.jit(jax.grad(f))``, and the emitted module on torch tensors against torch's own
-autograd (``torch.autograd.grad``), float64, each pair side by side in one process.
+"""Part: target="array-api" on the NumPy workloads (workloads.py): ``jax.jit`` of the emitted
+module against ``jax.jit(jax.grad(f))``, and the emitted module on torch tensors against
+torch's own autograd (``torch.autograd.grad``), float64, each pair side by side.
 
-    python benchmarks/array_api.py [--quick] [--out FILE]
+    python benchmarks/run.py --only array_api     or alone: python benchmarks/array_api.py
 
-prints the report section (markdown) and, with ``--out``, writes it to FILE. ``run(...)``
-returns the same lines for the combined report. The peers run the example's own function
+``run(ctx)`` returns the report section and adds the 1.1x target per workload. The peers run the example's own function
 with ``np`` rebound to ``jax.numpy`` / ``array_api_compat.torch``; every gradient is checked
 against gradgen's NumPy one before anything is timed.
 """
@@ -13,59 +12,25 @@ against gradgen's NumPy one before anything is timed.
 from __future__ import annotations
 
 import argparse
-import gc
-import os
-import statistics
 import sys
-import time
 import types
 from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
 
-import arrays
+import harness
+
+harness.pin_threads()  # before NumPy, PyTorch or JAX is imported
+
+import numpy as np
+import workloads
+from harness import Contender, Context, fmt_time, time_side_by_side
 
 import gradgen
 
 TARGET_JAX = 1.1  # jax.jit of the emitted module within 1.1x of jax.jit(jax.grad(f))
-
-
-def log(*args) -> None:
-    print(*args, file=sys.stderr, flush=True)
-
-
-def _median_ratio_timing(pairs: dict[str, object], repeats: int, budget: float) -> dict:
-    """Median seconds per call of each callable, timed round-robin ``repeats`` times (each
-    sample a loop filling about ``budget`` seconds, GC paused inside a sample)."""
-    numbers = {}
-    for name, fn in pairs.items():
-        for _ in range(3):
-            fn()
-        t0 = time.perf_counter()
-        fn()
-        numbers[name] = max(1, int(budget / max(time.perf_counter() - t0, 1e-7)))
-    samples: dict[str, list[float]] = {name: [] for name in pairs}
-    for _ in range(repeats):
-        for name, fn in pairs.items():
-            loop = range(numbers[name])
-            gc.disable()
-            t0 = time.perf_counter()
-            for _ in loop:
-                fn()
-            samples[name].append((time.perf_counter() - t0) / numbers[name])
-            gc.enable()
-    return samples
-
-
-def _ratio(a: list[float], b: list[float]) -> float:
-    return statistics.median(x / y for x, y in zip(a, b, strict=True))
+log = harness.log
 
 
 def _rebound(fn, namespace):
@@ -91,10 +56,7 @@ def _leaves(tree) -> list:
 
 
 def _workload_args(w, quick):
-    sizes = dict(w.sizes)
-    if quick and w.key == "rosen1e6":
-        sizes["n"] = 100_000
-    args = w.module().example_args(**sizes)
+    args = w.make_args(quick and w.elements > 0)  # a smoke run keeps the 1e6 arrays small
     # a Python float argument (logistic regression's b) as a 0-d array: under jax.jit every
     # argument is an array, and the module keeps a 0-d array a 0-d array
     return tuple(np.asarray(a) if isinstance(a, float) else a for a in args)
@@ -106,7 +68,7 @@ def _argnums(w):
 
 def _same(a, b) -> bool:
     """Equal gradients, dicts compared key by key (jax.jit hands dicts back in sorted order)."""
-    return arrays.same_gradient(_leaves(_tree_map(a, np.asarray)),
+    return workloads.same_gradient(_leaves(_tree_map(a, np.asarray)),
                                 _leaves(_tree_map(b, np.asarray)))
 
 
@@ -160,7 +122,7 @@ def _torch_pair(w, fn, module, args, notes):
     try:
         flat = [g.numpy() for g in autograd()]
         expected = _leaves(reference if isinstance(w.argnums, tuple) else (reference,))
-        if not arrays.same_gradient(flat, expected):
+        if not workloads.same_gradient(flat, expected):
             raise AssertionError(f"{w.key}: torch autograd disagrees with gradgen")
         calls["peer"] = autograd
     except RuntimeError as error:  # e.g. h[t] = ... modifies a value autograd saved
@@ -169,40 +131,41 @@ def _torch_pair(w, fn, module, args, notes):
     return calls
 
 
-def run(repeats: int = 7, budget: float = 0.05, quick: bool = False) -> list[str]:
-    """The report section: one table row per workload, medians and ratios."""
+def run(ctx: Context) -> str:
+    """The report section: one table row per NumPy workload, medians and ratios."""
     rows, notes = [], []
-    for w in arrays.WORKLOADS:
-        fn = getattr(w.module(), w.fn_name)
-        args = _workload_args(w, quick)
+    repeats, budget = ctx.pick(7, 3), ctx.pick(0.05, 0.01)
+    for w in workloads.WORKLOADS:
+        if w.library != "np" or w.extra:
+            continue
+        fn = w.function()
+        args = _workload_args(w, ctx.quick)
         log(f"array-api: {w.key}")
         source = gradgen.emit(fn, *args, argnums=w.argnums, target="array-api")
         module: dict = {}
         exec(compile(source, f"{w.fn_name}_array_api.py", "exec"), module)  # noqa: S102
         cells = {}
         for peer, make in (("jax", _jax_pair), ("torch", _torch_pair)):
-            try:
-                calls = make(w, fn, module, args, notes)
-            except ImportError as error:
-                notes.append(f"{peer} not installed ({error.name}): skipped")
+            if ctx.peer(peer, "torch==2.13.0" if peer == "torch" else peer) is None:
                 continue
-            samples = _median_ratio_timing(calls, repeats, budget)
-            module_t = statistics.median(samples["module"])
-            if "peer" in samples:
-                cells[peer] = (module_t, statistics.median(samples["peer"]),
-                               _ratio(samples["module"], samples["peer"]))
-            else:
-                cells[peer] = (module_t, None, None)
+            contenders = [Contender(name, call)
+                          for name, call in make(w, fn, module, args, notes).items()]
+            time_side_by_side(contenders, repeats, budget)
+            timed = {c.name: c for c in contenders}
+            peer_c = timed.get("peer")
+            cells[peer] = (timed["module"].median, peer_c and peer_c.median,
+                           peer_c and timed["module"].ratio(peer_c))
+        ratio = cells.get("jax", (None, None, None))[2]
+        ctx.target(f"jax.jit of the array-API module within {TARGET_JAX}x of "
+                   f"jax.jit(jax.grad): {w.title}",
+                   "n/a" if ratio is None else f"{ratio:.2f}x",
+                   None if ratio is None else ratio <= TARGET_JAX)
         rows.append((w, cells))
-    return _report(rows, notes, repeats)
+    return "\n".join(_report(rows, notes, repeats)) + "\n"
 
 
 def _fmt(seconds):
-    if seconds is None:
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    return f"{seconds * 1e3:.2f} ms"
+    return "n/a" if seconds is None else fmt_time(seconds)
 
 
 def _report(rows, notes, repeats) -> list[str]:
@@ -239,11 +202,11 @@ def _report(rows, notes, repeats) -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds, Rosenbrock at 1e5")
+    parser.add_argument("--quick", action="store_true", help="3 rounds, small 1e6 workloads")
     parser.add_argument("--out", help="also write the section to this file")
     ns = parser.parse_args(argv)
-    lines = run(repeats=3 if ns.quick else 7, quick=ns.quick)
-    text = "\n".join(lines) + "\n"
+    ctx = Context(quick=ns.quick, out=Path(ns.out or "array_api.md"))
+    text = run(ctx)
     print(text)
     if ns.out:
         Path(ns.out).write_text(text)
