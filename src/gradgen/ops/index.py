@@ -507,7 +507,10 @@ stack = defop(
     sympy=lambda *xs, axis=0: np.stack(xs, axis=axis),
     domain=Domain((REALS, REALS), cases=((((3,), (3,)), {"axis": 0}),
                                          (((2, 3), (2, 3)), {"axis": 1}))),
-    rule_text=("input i gets the cotangent's slice i",))
+    rule_text=("input i gets the cotangent's slice i",),
+    xp=lambda node, args, scope: Expr(
+        f"xp.stack([{', '.join(a.text for a in args)}]"
+        + (f", axis={node.attrs['axis']})" if node.attrs["axis"] else ")")))
 
 
 def _np_stack(arrays, axis=0, out=None, **kw):
