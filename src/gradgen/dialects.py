@@ -188,6 +188,8 @@ class ArrayApiScope:
         if isinstance(form, str) or not callable(form):
             refuse(node, form or f"{node.op.name} has no array-API form")
         prelude = ""
+        if getattr(form, "pads_zeros", lambda node: False)(node):
+            return "", f"{name} = {form(node, args, self, old, fresh)}"
         if fresh and name != old.text:  # a new buffer (zeros): allocated, then written into
             prelude, old = f"{name} = {old.text}", Expr(name)
         return prelude, f"{name} = {form(node, args, self, old, fresh)}"

@@ -368,11 +368,34 @@ def _xp_update(method):
         index = node.attrs["index"]
         if method == "add" and not is_basic(index) and not _hits_once(node):
             return f"{old.text} + {_xp_one_hot_sum(node, args, scope)}"
+        block = _block_padding(node)
+        if block is not None:  # a block of zeros around v: a pad, which XLA and Dask fuse
+            if method == "add":
+                return f"{old.text} + xpx.pad({args[1].text}, {block})"
+            if _is_zeros(node.inputs[0].node):
+                return f"xpx.pad({args[1].text}, {block})"
         copy = "" if fresh else ", copy=True"
         subscript = _xp_subscript(node, args, scope, 2)
         return f"xpx.at({old.text})[{subscript}].{method}({args[1].text}{copy})"
 
+    print_update.pads_zeros = lambda node: (  # the zeros buffer need not be allocated first
+        method == "set" and _block_padding(node) is not None and _is_zeros(node.inputs[0].node))
     return print_update
+
+
+def _block_padding(node) -> str | None:
+    """``((before, after), ...)`` when ``a[index] = v`` writes a whole unit-step block."""
+    shape = node.aval.shape
+    pads = _slice_padding(node.attrs["index"], shape)
+    if pads is None or len(node.inputs) != 2 or node.inputs[1].aval.shape != tuple(
+            dim - before - after for dim, (before, after) in zip(shape, pads, strict=True)):
+        return None
+    return repr(pads[0]) if len(pads) == 1 else repr(tuple(pads))
+
+
+def _is_zeros(node) -> bool:
+    value = node.attrs.get("value") if node.op.name == "const" else None
+    return isinstance(value, np.ndarray) and value.size > 0 and not value.any()
 
 
 def _hits_once(node) -> bool:
