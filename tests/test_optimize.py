@@ -14,6 +14,7 @@ from gradgen.emit import FunctionSpec, emit_module
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
 from gradgen.optimize import (
+    IDEMPOTENT,
     batch_matvecs,
     cse,
     dce,
@@ -167,6 +168,17 @@ def test_all_passes_reach_a_fixed_point(fn, args, wrt):
     for run_pass in PASSES:
         _, changed = run_pass(optimized)
         assert not changed, run_pass.__name__
+
+
+@pytest.mark.parametrize("run_pass", IDEMPOTENT, ids=lambda p: p.__name__)
+@pytest.mark.parametrize("fn, args, wrt", CORPUS, ids=IDS)
+def test_idempotent_passes_leave_nothing_for_a_second_sweep(fn, args, wrt, run_pass):
+    """optimize does not run these again right after they changed the graph."""
+    graph = _joint(fn, args, wrt)
+    for other in (fold, dce, cse):  # also after other passes left duplicates and dead code
+        graph, _ = run_pass(other(graph)[0])
+        again, changed = run_pass(graph)
+        assert not changed and again.nodes == graph.nodes
 
 
 # --- what each pass is for -------------------------------------------------------------------

@@ -34,6 +34,7 @@ class Request:
     intermediates: tuple[str, ...] = ()
     vjp: bool = False
     check_finite: bool = False
+    target: str = "numpy"  # the emitted module's dialect (dialects.py)
     loops: str = "keep"  # or "unroll": every iteration of every loop in straight-line code
 
 
@@ -59,7 +60,8 @@ class Built:
             return self.source
         from dataclasses import replace
 
-        return emit_module(list(self.header), [replace(s, annotate=True) for s in self.specs])
+        return emit_module(list(self.header), [replace(s, annotate=True) for s in self.specs],
+                           self.request.target)
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -103,13 +105,14 @@ def check_differentiable(fn, args, argnums) -> None:
 def keeps_loops(request: Request) -> bool:
     """Roll loops unless asked not to, or unless the request needs what a loop region does not
     offer yet: adjoints of values inside the loop (intermediates), per-line finiteness checks,
-    or a backward that is itself differentiated (grad of grad inlines this graph)."""
+    the array-API target, or a backward that is itself differentiated (grad of grad inlines
+    this graph)."""
     from .tracer import in_trace
 
     if request.loops not in ("keep", "unroll"):
         raise GradgenError(f"loops must be 'keep' or 'unroll', not {request.loops!r}")
     return (request.loops == "keep" and not request.intermediates and not request.check_finite
-            and not in_trace())
+            and request.target == "numpy" and not in_trace())
 
 
 def _check_scalar_output(graph: Graph, fn) -> None:
@@ -201,6 +204,7 @@ def _regenerate_line(fn, fname, args, request: Request, command) -> str:
         extra = "" if request.argnums == (0,) else (
             f" --argnums {','.join(map(str, request.argnums))}")
         extra += " --vjp" if request.vjp else ""
+        extra += f" --target {request.target}" if request.target != "numpy" else ""
         line = f'# Regenerate: gradgen emit {display_path(fn)}:{fname} --args "{tup}"{extra}'
         if len(line) <= 100:
             return line
@@ -356,7 +360,7 @@ def build(fn, args, request: Request, command: str | None = None,
         _regenerate_line(fn, fname, args, request, command),
         f"# Source sha256: {source_hash(fn)}",
     ]
-    source = emit_module(header, specs)
+    source = emit_module(header, specs, request.target)
     return Built(source, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))
 

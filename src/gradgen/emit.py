@@ -11,17 +11,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import layout
+from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
 from .naming import Namer, base_name, index_writes
-from .ops.core import literal
+from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER
 from .ops.registry import Expr
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
-ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
 _IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
@@ -59,6 +59,7 @@ class EmittedFunction:
     imports: set[str]
     helpers: set[str] = field(default_factory=set)
     classes: set[str] = field(default_factory=set)
+    code: str = ""
     results: list[str] = field(default_factory=list)  # the outputs' texts (loop bodies)
 
 
@@ -76,6 +77,16 @@ class ModuleConstants:
             name = f"ARRAY_{len(self.by_key)}"
             self.by_key[key] = name
             self.lines.append(layout.statement(f"{name} = {literal(value).text}", 0))
+        return name
+
+    def name_for_list(self, value: np.ndarray) -> str:
+        """A module-level nested list (the array-API target makes it an array per call)."""
+        key = ("list", value.dtype.str, value.shape, value.tobytes())
+        name = self.by_key.get(key)
+        if name is None:
+            name = f"ARRAY_{len(self.by_key)}"
+            self.by_key[key] = name
+            self.lines.append(layout.statement(f"{name} = {_nested(value)}", 0))
         return name
 
 
@@ -100,8 +111,10 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
     return f"# {target} is used {'' if len(distinct) == 1 else 'by '}{where}: one fused sum"
 
 
-def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunction:
+def emit_function(spec: FunctionSpec, constants: ModuleConstants,
+                  target: str = "numpy") -> EmittedFunction:
     graph = spec.graph
+    scope = SCOPES[target](spec, graph)
     uses = graph.uses()
     outputs = {r.node for r in graph.outputs}
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
@@ -125,7 +138,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks()
+    finite = _FiniteChecks(scope)
     buffers = _Buffers(graph)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
@@ -137,12 +150,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             exprs[node] = Expr(names[node])
             continue
         if op == "const":
-            value = node.attrs["value"]
-            if isinstance(value, np.ndarray) and value.size > ARRAY_LITERAL_LIMIT and not (
-                    value == value.flat[0]).all() and literal(value).text.startswith("np.array("):
-                exprs[node] = Expr(constants.name_for(value))
-            else:
-                exprs[node] = literal(value)
+            exprs[node] = scope.literal(node.attrs["value"], constants)
             sizes[node] = 0
             continue
         if op == "loop_out":  # one result of a loop: the variable the loop left it in
@@ -168,10 +176,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = 0
             continue
         if op == "guard":
-            cond = args[0]
+            written = _condition_as_written(node) or args[0].text
+            cond = scope.truth(args[0], node, written)
             expect = node.attrs["expect"]
             test = f"not {cond.at(5)}" if expect else cond.text
-            written = _condition_as_written(node) or cond.text
             described = f"`{written}` is {expect}"
             message = f"{node.loc}: traced where {described}" if node.loc else (
                 f"traced where {described}")
@@ -181,13 +189,20 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             code_parts.append(test)
             continue
         write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
-        expr = Expr("") if write else node.op.printer(node, args)
-        size = 1 + sum(sizes.get(r.node, 0) for r in node.inputs)
-        note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
+        expr = Expr("") if write else scope.expr(node, args)
+        # What the operands carry into this expression, gathered in one sweep over the
+        # inputs (this runs per node: one loop instead of four generators)
+        size, note, applied, origin = 1, (), (), ()
+        for ref in node.inputs:
+            operand = ref.node
+            size += sizes.get(operand, 0)
+            note += notes.get(operand, ())
+            applied += rules.get(operand, ())
+            origin += origins.get(operand, ())
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
-        applied = tuple(t for r in node.inputs for t in rules.get(r.node, ())) + _rule_of(node)
-        origins[node] = tuple(o for r in node.inputs for o in origins.get(r.node, ())) + (
+        applied += _rule_of(node)
+        origins[node] = origin + (
             (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
         too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
         is_statement = (node.name is not None or op == "seed" or uses[node] != 1
@@ -213,8 +228,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 name = namer.fresh(base_name(node, names, spec.output_name, writes))
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
-                prelude = f"{name} = {args[0].text if fresh else _copied(args[0], base)}"
-            statement = write(node, args, name)
+            prelude, statement = scope.write(node, args, name, fresh, args[0])
         elif node in spec.accumulate:
             name = spec.accumulate[node]
             statement = f"{name} += {expr.text}"
@@ -259,10 +273,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         body.pop()  # returning releases them anyway
     if spec.check_finite:
         finite.flush(body, code_parts)
-    texts = [_converted(exprs[r.node].text, spec.convert.get(i))
+    texts = [scope.converted(exprs[r.node].text, spec.convert.get(i), r.node)
              for i, r in enumerate(graph.outputs)]
     if spec.body_only:
-        return EmittedFunction(body, guards, set(), set(), set(), texts)
+        return EmittedFunction(body, guards, set(), set(), set(), results=texts)
     tree, items = spec.returns
     returned = format_structure(tree, [texts[i] if isinstance(i, int) else i for i in items])
     if tree.kind == "tuple" and len(tree.children) > 1:
@@ -270,17 +284,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     body.append(layout.statement(f"return {returned}", 1))
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
+    body[:0] = scope.preamble(code)  # xp = array_namespace(...) where the target needs it
+    if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
+        code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     classes = {"NonFiniteGradient"} if finite.used else set()
-    return EmittedFunction(body, guards, imports, helpers, classes)
-
-
-def _copied(expr: Expr, node: Node) -> str:
-    if node.aval.shape == ():
-        return f"np.array({expr.text})"
-    return f"{expr.at(16 - 1)}.copy()"
+    return EmittedFunction(body, guards, imports, helpers, classes, code)
 
 
 class _Buffers:
@@ -317,12 +328,14 @@ class _Buffers:
     def reads_buffer(self, node: Node) -> bool:
         """Does ``node`` read an array that a statement may write into? Then it is computed
         where it stands, not inlined into a later statement."""
+        if not self.base_roots:  # nothing is written in place (scalar code): asked per node
+            return False
         return any(self.shared.get(r.node, r.node) in self.base_roots for r in node.inputs)
 
     def see(self, node: Node, position: int) -> None:
         op = node.op
-        scalar = isinstance(self.values.get(node), np.generic)  # x[i, j] is a copy
-        if op.name == "adjoint" or (node.is_view and not scalar):
+        if op.name == "adjoint" or (node.is_view and not isinstance(  # x[i, j] is a copy
+                self.values.get(node), np.generic)):
             first = node.inputs[0].node
             root = self.root.get(first, first)
             if op.extra.get("view") == "readonly" or first in self.readonly:
@@ -384,10 +397,13 @@ class _Liveness:
         return out
 
     def inline(self, node: Node) -> None:
-        self.pending[node] = self._reads(node)
+        if self.readers:  # without a large value (scalar code) nothing is ever deleted
+            self.pending[node] = self._reads(node)
 
     def run(self, node: Node, names: dict[Node, str]) -> list[str]:
         """The names to delete after ``node``'s statement."""
+        if not self.readers:
+            return []
         dead = []
         for value in self._reads(node):
             if value in self.readers:
@@ -401,7 +417,8 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self):
+    def __init__(self, scope):
+        self.scope = scope
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -415,8 +432,7 @@ class _FiniteChecks:
     def flush(self, body: list[str], code_parts: list[str]) -> None:
         if not self.names:
             return
-        tests = [f"math.isfinite({n})" if node.aval.py is not None and node.aval.is_float
-                 else f"np.isfinite({n}).all()" for n, node in self.names]
+        tests = [self.scope.all_finite(n, node) for n, node in self.names]
         where = f"{self.loc}: " if self.loc is not None else ""
         text = self.loc.text() if self.loc is not None else ""
         what = f"the derivative of `{text}`" if text else "the derivative of this line"
@@ -460,10 +476,6 @@ def _rule_of(node: Node) -> tuple[str, ...]:
     return (texts[min(index, len(texts) - 1)],) if texts else ()
 
 
-def _converted(text: str, wrapper: str | None) -> str:
-    return f"{wrapper}({text})" if wrapper else text
-
-
 HELPERS = {"_scatter": SCATTER_HELPER}  # small functions a module defines when it uses them
 
 NON_FINITE_CLASS = '''class NonFiniteGradient(ArithmeticError):
@@ -473,12 +485,13 @@ GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
 
-def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
+def emit_module(header: list[str], specs: list[FunctionSpec], target: str = "numpy") -> str:
     constants = ModuleConstants()
-    emitted = [emit_function(spec, constants) for spec in specs]
+    emitted = [emit_function(spec, constants, target) for spec in specs]
     imports = set().union(*(e.imports for e in emitted))
     helpers = sorted(set().union(*(e.helpers for e in emitted)))
-    if constants.lines or helpers:
+    code = "\n".join(e.code for e in emitted)
+    if target == "numpy" and (constants.lines or helpers):
         imports.add("numpy")
     has_guards = any(e.guards for e in emitted)
     out: list[str] = list(header)
@@ -486,9 +499,13 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     if "math" in imports:
         import_lines.append("import math")
     if "numpy" in imports:
+        if target != "numpy":
+            raise AssertionError(f"a NumPy call leaked into the {target} module:\n{code}")
         if import_lines:
             import_lines.append("")
         import_lines.append("import numpy as np")
+    if target == "array-api":
+        import_lines += _array_api_imports(code, bool(import_lines))
     others = sorted(imports - {"math", "numpy"})  # modules of rules added with defvjp
     if others:
         import_lines += ["", *(f"import {name}" for name in others)]
@@ -498,15 +515,33 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
         out += ["", *constants.lines]
     if has_guards:
         out += ["", "", GUARD_CLASS]
+    concrete = "_concrete(" in code
+    if concrete:
+        out += ["", "", CONCRETE_CLASS]
     if any(e.classes for e in emitted):
         out += ["", "", NON_FINITE_CLASS]
     for name in helpers:
         out += ["", "", HELPERS[name]]
+    if concrete:
+        out += ["", "", CONCRETE_HELPER]
     for spec, fn in zip(specs, emitted, strict=True):
         out += ["", "", layout.header(spec.name, spec.params)]
-        out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]
+        doc = _docstring(spec.doc, fn.guards, concrete)
+        out += [f"    {line}" if line else "" for line in doc]
         out += [_indent(line) for line in fn.lines]
     return "\n".join(out) + "\n"
+
+
+def _array_api_imports(code: str, after_math: bool) -> list[str]:
+    """array_api_compat's namespace lookup (and device), array_api_extra where it is used."""
+    lines = []
+    if re.search(r"\bxpx\.", code):
+        lines.append("import array_api_extra as xpx")
+    names = [n for n, used in (("array_namespace", re.search(r"\bxp\.", code)),
+                               ("device", re.search(r"\bdevice\(", code))) if used]
+    if names:
+        lines.append(f"from array_api_compat import {', '.join(names)}")
+    return ["", *lines] if lines and after_math else lines
 
 
 def _wrapped(text: str) -> list[str]:
@@ -548,7 +583,7 @@ def _guard_summary(guards: list[tuple[str, bool]]) -> list[str]:
     return lines
 
 
-def _docstring(doc: str, guards: list[tuple[str, bool]]) -> list[str]:
+def _docstring(doc: str, guards: list[tuple[str, bool]], concrete: bool = False) -> list[str]:
     if not guards:
         text = f"{doc} The traced path has no guards."
         if len(text) + 10 <= LINE_LIMIT:
@@ -560,5 +595,9 @@ def _docstring(doc: str, guards: list[tuple[str, bool]]) -> list[str]:
     lines += [f"    {g}" for g in shown]
     if len(summary) > len(shown):
         lines.append(f"    ... and {len(summary) - len(shown)} more conditions")
-    lines += ["Elsewhere it raises GuardFailure.", '"""']
+    lines.append("Elsewhere it raises GuardFailure.")
+    if concrete:  # array-API target: the checks read values, which jax.jit does not have
+        lines += _wrapped("The guards read concrete values: under jax.jit they raise "
+                          "GuardNeedsValue (call it outside jit, or make those inputs static).")
+    lines.append('"""')
     return lines

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -154,6 +156,10 @@ class Node:
         return f"<Node %{self.serial} {self.op.name}>"
 
 
+_REF_NODE = operator.attrgetter("node")
+_NODE_INPUTS = operator.attrgetter("inputs")
+
+
 @dataclass
 class Graph:
     """Topologically ordered nodes, the input nodes in argument order, and the outputs."""
@@ -198,12 +204,13 @@ class Graph:
 
     def uses(self) -> dict[Node, int]:
         """How many times each node's outputs are read (outputs of the graph count)."""
-        counts: dict[Node, int] = {n: 0 for n in self.nodes}
-        for node in self.nodes:
-            for ref in node.inputs:
-                counts[ref.node] += 1
-        for ref in self.outputs:
-            counts[ref.node] += 1
+        counts: dict[Node, int] = dict.fromkeys(self.nodes, 0)
+        # Counted in C (Counter over every input edge): passes ask for this on graphs of
+        # hundreds of thousands of edges.
+        read = Counter(map(_REF_NODE, itertools.chain.from_iterable(
+            map(_NODE_INPUTS, self.nodes))))
+        read.update(map(_REF_NODE, self.outputs))
+        counts.update(read)
         return counts
 
     def verify(self) -> None:

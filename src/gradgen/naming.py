@@ -14,6 +14,8 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]")
 
 
 def _clean(name: str) -> str:
+    if name.isascii() and name.isidentifier():  # nearly always: nothing to clean, no regex
+        return name
     name = _IDENT.sub("_", name) or "v"
     if name[0].isdigit():
         name = f"v_{name}"

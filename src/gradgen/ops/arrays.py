@@ -96,6 +96,13 @@ def sum_to(g, shape):
     return g
 
 
+def _xp_broadcast_to(node, args, scope):
+    shape = node.attrs["shape"]
+    if node.inputs[0].aval.py is not None:  # a Python float: filled, no array to broadcast
+        return Expr(scope.allocate("full", shape, node.aval.dtype, args[0].text))
+    return Expr(f"xp.broadcast_to({args[0].text}, {tuple(shape)!r})")
+
+
 broadcast_to = defop(
     "broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
     lambda node, args: Expr(f"np.broadcast_to({args[0].text}, {node.attrs['shape']!r})"),
@@ -105,7 +112,7 @@ broadcast_to = defop(
                                    (((2, 1),), {"shape": (2, 4)}),
                                    (((),), {"shape": (3,)}))),
     rule_text=("the cotangent is summed over the broadcast axes",),
-    extra={"view": "readonly"})
+    extra={"view": "readonly"}, xp=_xp_broadcast_to)
 
 
 def _print_reshape(node, args):
@@ -116,6 +123,17 @@ def _print_reshape(node, args):
     return method(f".reshape({inner})")(node, args)
 
 
+def _xp_reshape(node, args, scope):
+    return Expr(f"xp.reshape({_xp_array(node, args, scope)}, {tuple(node.attrs['shape'])!r})")
+
+
+def _xp_array(node, args, scope) -> str:
+    """The first input as an array: a Python float has no shape to change."""
+    if node.inputs[0].aval.py is not None:
+        return f"xp.asarray({args[0].text}, dtype={scope.dtype(node.aval.dtype)})"
+    return args[0].text
+
+
 reshape = defop(
     "reshape", lambda x, shape: np.reshape(x, shape), _print_reshape,
     vjp=(lambda g, ans, x, shape: reshape(g, shape=np.shape(_value(x))),),
@@ -123,7 +141,7 @@ reshape = defop(
     domain=Domain((REALS,), cases=((((2, 3),), {"shape": (3, 2)}),
                                    (((6,),), {"shape": (2, 1, 3)}),
                                    (((1,),), {"shape": ()}))),
-    rule_text=("the cotangent is reshaped back",), extra={"view": True})
+    rule_text=("the cotangent is reshaped back",), extra={"view": True}, xp=_xp_reshape)
 
 
 def _print_transpose(node, args):
@@ -131,6 +149,18 @@ def _print_transpose(node, args):
     if axes is None or tuple(axes) == tuple(reversed(range(len(axes)))):
         return method(".T")(node, args)
     return Expr(f"np.transpose({args[0].text}, {tuple(axes)!r})")
+
+
+def _xp_transpose(node, args, scope):
+    axes = node.attrs["axes"]
+    ndim = node.aval.ndim
+    if axes is None:
+        axes = tuple(reversed(range(ndim)))
+    if ndim < 2:
+        return args[0]
+    if ndim == 2 and tuple(axes) == (1, 0):
+        return Expr(f"xp.matrix_transpose({args[0].text})")
+    return Expr(f"xp.permute_dims({args[0].text}, {tuple(axes)!r})")
 
 
 def _inverse_perm(axes):
@@ -143,7 +173,7 @@ transpose = defop(
     sympy=lambda x, axes=None: np.transpose(x, axes),
     domain=Domain((REALS,), cases=((((2, 3),), {"axes": None}),
                                    (((2, 3, 4),), {"axes": (1, 2, 0)}))),
-    rule_text=("the cotangent is transposed back",), extra={"view": True})
+    rule_text=("the cotangent is transposed back",), extra={"view": True}, xp=_xp_transpose)
 
 
 # --- how NumPy reaches these rows ------------------------------------------------------------

@@ -18,17 +18,23 @@ from .outer_sums import stack_outer_products
 
 PASSES = (dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes, stack_outer_products,
           batch_matvecs)
+# Passes whose one sweep leaves nothing for a second sweep of the same pass to do (dce keeps
+# everything a live node reads; cse resolves readers before it keys them, so the readers of
+# merged duplicates merge in the same sweep): tests/test_optimize.py checks both.
+IDEMPOTENT = (dce, cse)
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     # A fixed point is reached once every pass in a row has run without changing anything;
-    # there is no need to finish the round that found it.
+    # there is no need to finish the round that found it. An idempotent pass that changed
+    # the graph counts itself as done: running it again (cse is the dearest pass) would
+    # only confirm that.
     unchanged = 0
     for run in itertools.islice(itertools.cycle(PASSES), max_rounds * len(PASSES)):
         graph, changed = run(graph)
         if verify:
             graph.verify()
-        unchanged = 0 if changed else unchanged + 1
+        unchanged = (1 if run in IDEMPOTENT else 0) if changed else unchanged + 1
         if unchanged == len(PASSES):
             return graph  # dce was among the passes that found nothing to do
     graph, _ = dce(graph)

@@ -15,15 +15,21 @@ from .rewrite import Rewriter
 def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     """add_n(add_n(a, b), c) -> add_n(a, b, c) when the inner sum has no other reader.
     Only the first operand is flattened, so the order of the additions never changes."""
+    # Which sums merge is decided on the graph as given: one cheap scan, and a graph with
+    # no nested sums (most of them, by the second round) is handed back without a rewrite.
+    nested = [n for n in graph.nodes
+              if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n]
+    if not nested:
+        return graph, False
     uses = graph.uses()
+    merged_sums = {node for node in nested if _flattens(node, uses)}
+    if not merged_sums:
+        return graph, False
     rw = Rewriter(graph)
     for node in graph.nodes:
         new = rw.rebuilt(node)
-        first = node.inputs[0].node if node.inputs else None
-        if (node.op is add_n and first is not None and first.op is add_n
-                and uses[first] == 1 and first.aval == node.aval
-                and len(first.inputs) + len(node.inputs) - 1 <= MAX_FUSED_TERMS):
-            inner = rw.resolve(first.out).node
+        if node in merged_sums:
+            inner = rw.resolve(node.inputs[0].node.out).node
             merged = new.with_inputs(inner.inputs + new.inputs[1:])
             merged.attrs = dict(new.attrs, uses=inner.attrs.get("uses", ()) + new.attrs.get(
                 "uses", ()))
@@ -36,19 +42,33 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     return rw.result(), rw.changed
 
 
+def _flattens(node: Node, uses) -> bool:
+    """Does ``node`` (a sum whose first term is a sum) take in the terms of that inner sum?"""
+    first = node.inputs[0].node
+    return (uses[first] == 1 and first.aval == node.aval
+            and len(first.inputs) + len(node.inputs) - 1 <= MAX_FUSED_TERMS)
+
+
 def slice_updates(graph: Graph) -> tuple[Graph, bool]:
     """A sum of the adjoints of slices of one array, ``_scatter(a, x[1:]) + _scatter(b,
     x[:-1])``, becomes one buffer with slice updates, ``g = zeros; g[1:] = a; g[:-1] += b``:
     one full-size array instead of one per slice and one per partial sum. The additions
     happen in the same order, element by element, so every float is unchanged; whole-array
     terms between the slices stay one sum."""
+    # Without a slice adjoint (scalar code, whole-array code) there is nothing to gather:
+    # one cheap scan instead of a rewrite of the whole graph.
+    if not any(n.op.name == "scatter" for n in graph.nodes):
+        return graph, False
     uses = graph.uses()
+    buffered = {n for n in graph.nodes if n.op is add_n and _has_slice_terms(n, uses)}
+    if not buffered:
+        return graph, False
     adjoint_names = {n.inputs[0].node: n.name for n in graph.nodes
                      if n.op.name == "adjoint" and n.name}
     rw = Rewriter(graph)
     for node in graph.nodes:
         new = rw.rebuilt(node)
-        if node.op is not add_n or not _has_slice_terms(node, uses):
+        if node not in buffered:
             rw.keep(new)
             continue
         added = _buffer_updates(node, new, uses)

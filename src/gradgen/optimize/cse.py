@@ -24,7 +24,9 @@ def _hashable(value):
 
 
 def _key(node: Node):
-    inputs = tuple((r.node.serial, r.index) for r in node.inputs)
+    # The Refs themselves (hashed in C): within one sweep every input is resolved to the one
+    # node object that holds its serial, so equal Refs are equal (serial, index) pairs.
+    inputs = node.inputs
     attrs = node.attrs
     if not attrs:  # most nodes: skip the generic (slow) attribute hashing
         return (node.op.name, inputs)

@@ -15,16 +15,27 @@ def drop_dead_writes(graph: Graph) -> tuple[Graph, bool]:
     the backward of ``h[t] = ...`` in an unrolled loop: it zeroes the adjoint's row t, which
     the earlier steps, reading rows t-1, t-2, ..., never look at. The values read are the
     same, so no float changes; a write whose array is returned or read whole stays."""
+    # Most graphs write no rows: one cheap scan, and the readers are only gathered when some
+    # write may be dead.
+    writes = [n for n in graph.nodes if n.op.name == "index_update"]
+    if not writes:
+        return graph, False
     readers: dict[Node, list[Node]] = {}
     for node in graph.nodes:
         for ref in node.inputs:
             readers.setdefault(ref.node, []).append(node)
     returned = {r.node for r in graph.outputs}
+    dead = set()
+    for node in writes:
+        row = _written_row(node)
+        if row is not None and _row_unread(node, row, readers, returned):
+            dead.add(node)
+    if not dead:
+        return graph, False
     rw = Rewriter(graph)
     for node in graph.nodes:
         new = rw.rebuilt(node)
-        row = _written_row(node)
-        if row is not None and _row_unread(node, row, readers, returned):
+        if node in dead:
             rw.replace(node, new.inputs[0])
             continue
         rw.keep(new)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
@@ -121,6 +123,12 @@ def _collapsed_view(node: Node) -> Node | None:
                 origin=node.origin)
 
 
+_VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
+_PRODUCTS = ("mul", "div")  # what seed_outward sheds the seed from
+_INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
+_ONLY_CONST = {"const"}
+
+
 def fold(graph: Graph) -> tuple[Graph, bool]:
     rw = Rewriter(graph)
     outputs = set()  # what the caller gets back, seen through adjoint (an identity with a name)
@@ -143,18 +151,20 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             if new.name and same.node.name is None and same.node.role == new.role:
                 same.node.name = new.name
             continue
-        outward = broadcast_outward(new)
+        # The rewrites below are tried only where they can apply (each also checks): most
+        # nodes of scalar code are scalar sin/mul/add, and these calls add up per node.
+        outward = broadcast_outward(new) if new.aval.shape else None
         if outward is not None:
             added, ref = outward
             rw.add(added)
             rw.replace(node, ref)
             continue
-        collapsed = _collapsed_view(new)
+        collapsed = _collapsed_view(new) if node.op.name in _VIEWS else None
         if collapsed is not None:
             rw.add([collapsed])
             rw.replace(node, collapsed.out)
             continue
-        shed = seed_outward(new)
+        shed = seed_outward(new) if node.op.name in _PRODUCTS else None
         if shed is not None:
             rw.add(shed)
             rw.replace(node, shed[-1].out)
@@ -166,8 +176,8 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             rw.keep(simpler)
             rw.replace(node, simpler.out)
             continue
-        values = [_const_value(r) for r in new.inputs]
-        if new.inputs and all(v is not _NOT_CONST for v in values):
+        if new.inputs and set(map(_INPUT_OP, new.inputs)) == _ONLY_CONST:
+            values = [r.node.attrs["value"] for r in new.inputs]
             with np.errstate(all="ignore"):
                 try:
                     value = new.op.impl(*values, **new.attrs)

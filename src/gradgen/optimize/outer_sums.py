@@ -22,6 +22,9 @@ def stack_outer_products(graph: Graph) -> tuple[Graph, bool]:
     left-to-right sum: the pass only touches sums of arrays, never scalar code. A sum split
     over several statements (``MAX_FUSED_TERMS``) is gathered back when its partial sums
     have no other reader."""
+    # Both rewrites need outer products: without one (scalar code) a cheap scan says so.
+    if not any(n.op.name == "outer" for n in graph.nodes):
+        return graph, False
     uses = graph.uses()
     terms_of: dict[Node, list[Ref]] = {}  # sum -> its terms, through gathered partial sums
     gathered: set[Node] = set()  # partial sums that a later sum takes in
@@ -37,6 +40,8 @@ def stack_outer_products(graph: Graph) -> tuple[Graph, bool]:
         terms_of[node] = terms
         if _outer_products(terms, node):
             stacked.add(tuple(t.node.inputs[0] for t in terms))
+    if not stacked:  # the bias-gradient rewrite reads the stacks of outer-product sums
+        return graph, False
     rw = Rewriter(graph)
     stacks: dict[tuple[Ref, ...], Ref] = {}
     for node in graph.nodes:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from ..ir import Graph, Node, Ref
@@ -25,9 +23,11 @@ class Rewriter:
 
     def rebuilt(self, node: Node) -> Node:
         """``node`` with its inputs resolved (the same object when nothing changed)."""
+        if not self.subst:  # nothing replaced yet: a sweep that changes nothing stops here
+            return node
         old = node.inputs
         inputs = tuple(map(self.subst.get, old, old))  # C-level loops: this runs per node
-        if all(map(operator.is_, inputs, old)):
+        if inputs == old:  # compares the Refs in C (identity first)
             return node
         new = node.with_inputs(inputs)
         if self.values is not None and node in self.values:
