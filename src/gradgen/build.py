@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import __version__
+from .abstract import shaped_value
 from .emit import FunctionSpec, emit_module
 from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
@@ -347,7 +348,7 @@ def _conversions(leaves, wrt, joint, values, n_out) -> dict[int, str]:
     convert = {}
     for j, k in enumerate(wrt):
         value = leaves[k].value
-        g_value = values.get(joint.outputs[n_out + j].node)
+        g_value = shaped_value(values, joint.outputs[n_out + j])
         if isinstance(value, float | np.floating) and type(g_value) is not float:
             convert[n_out + j] = "float"
         elif isinstance(value, np.ndarray) and not isinstance(g_value, np.ndarray):
@@ -439,6 +440,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     trace = Trace()
     trace.nodes, trace.inputs = list(joint.nodes), list(joint.inputs)
     trace.values = dict(joint.meta["values"])
+    trace.lazy = True
     results = []
     with trace, at_loc(function_loc(fn)):
         for o, out in enumerate(forward.outputs):
@@ -463,7 +465,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     items = list(range(len(results)))
     convert = {}
     for i, r in enumerate(results):  # the types grad gives (see _conversions)
-        value, result = leaves[wrt[i % len(wrt)]].value, trace.values.get(r.node)
+        value, result = leaves[wrt[i % len(wrt)]].value, shaped_value(trace.values, r)
         if isinstance(value, float | np.floating) and r.aval.shape == () and type(
                 result) is not float:
             convert[i] = "float"

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .. import abstract
 from ..ir import Aval
 from .registry import PREC_UNARY, Domain, Expr, defop, method, sum_expr
 
@@ -108,6 +109,7 @@ seed = defop("seed", lambda: None, _print_seed, nondiff=True)
 # The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
 adjoint = defop("adjoint", _identity, lambda node, args: args[0],
                 vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x,
+                abstract=abstract.same_as_first,
                 domain=Domain((REALS,), cases=((((3,),), {}), (("py",), {}))))
 
 
@@ -124,7 +126,7 @@ def _add_n(*xs, uses=()):
 
 # Every contribution to a reused value's adjoint, summed in one place (fused accumulation).
 add_n = defop("add_n", _add_n, _print_add_n, vjp=(lambda g, ans, *xs, uses=(): g,),
-              sympy=_add_n, extra={"variadic": True},
+              sympy=_add_n, extra={"variadic": True}, abstract=abstract.elementwise,
               domain=Domain((REALS,), cases=((((3,), (3,), (3,)), {"uses": ()}),
                                              (((2, 3), (2, 3)), {"uses": ()}),
                                              (("py", "py"), {"uses": ()}))))
@@ -136,6 +138,7 @@ def _copy(x):
 
 # A fresh array for a gradient that would otherwise alias an argument, a constant or a view.
 copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
+             abstract=abstract.same_as_first,
              sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)))
 
 
@@ -155,15 +158,16 @@ def _print_cast(node, args):
 
 
 def _cast_back(g, ans, x, dtype):
-    from ..tracer import tracer_value
+    from ..tracer import shaped
 
-    return cast(g, dtype=np.result_type(tracer_value(x)).name)
+    return cast(g, dtype=np.result_type(shaped(x)).name)
 
 
 # A dtype change, inserted by reverse mode where a contribution's dtype differs from its input,
 # and by the tracer where NumPy or math would change a scalar's kind (dtype "float": a Python
 # float, as math.sin sees np.float64; a NumPy dtype for a ufunc of Python numbers).
 cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
+             abstract=abstract.elementwise,
              domain=Domain((REALS,), cases=((((3,),), {"dtype": "float32"}),
                                             (((3,),), {"dtype": "float64"}),
                                             (((),), {"dtype": "float32"}),

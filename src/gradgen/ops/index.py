@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import abstract
 from ..errors import UnsupportedOperation
 from ..source import current_loc
 from .arrays import broadcast_to
@@ -119,10 +120,10 @@ def _subscript(node, args, first: int) -> str:
     return index_text(node.attrs["index"], texts)
 
 
-def _value(x):
-    from ..tracer import tracer_value
+def _value(x):  # for shape, dtype and kind questions only
+    from ..tracer import shaped
 
-    return tracer_value(x)
+    return shaped(x)
 
 
 def _zeros_like(x):
@@ -147,6 +148,14 @@ def _getitem_vjp(g, ans, x, *arrays, index):
 
 def _getitem_impl(x, *arrays, index):
     return x[real_index(index, arrays)]
+
+
+def _getitem_abstract(op, x, *arrays, index):
+    """The read itself on stand-ins (a view, or a copy the size of the result), unless a
+    boolean mask is not known: then the result's shape is not known either."""
+    if any(a.dtype == np.bool_ and abstract.is_stand_in(a) for a in arrays):
+        return None
+    return _getitem_impl(x, *arrays, index=index)
 
 
 _INDEX_CASES = (
@@ -178,7 +187,7 @@ getitem = defop(
     sympy=_getitem_impl,
     domain=Domain((REALS,), cases=_INDEX_CASES),
     rule_text=("the cotangent placed back at the index (added where it repeats), zeros elsewhere",),
-    extra={"view": True})  # basic indexing: a view of x (advanced indexing copies)
+    extra={"view": True}, abstract=_getitem_abstract)  # basic indexing: a view of x (advanced indexing copies)
 
 
 # --- the VJP of a basic read: zeros with the cotangent placed --------------------------------
@@ -211,7 +220,8 @@ scatter = defop(
                                               "index": (("slice", 1, 3, None),)}),
                                    (((),), {"shape": (3, 2), "dtype": "float64",
                                             "index": (1, 0)}))),
-    rule_text=("the cotangent at the index",))
+    rule_text=("the cotangent at the index",),
+    abstract=lambda op, v, shape, dtype, index: abstract.make(shape, np.dtype(dtype), "array"))
 
 
 def _sympy_scatter(v, shape, index):
@@ -318,7 +328,8 @@ index_update = defop(
     sympy=_update_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent, zeroed where the write overwrote the old value",
                "the cotangent at the index (of the last write where an index repeats)"),
-    extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)})
+    extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)},
+    abstract=abstract.array_like_first)
 
 # a[index] += v with every repeated index adding (np.add.at): the VJP of an advanced read.
 index_add = defop(
@@ -326,7 +337,8 @@ index_add = defop(
     vjp=_ValueFirst((lambda g, ans, x, v, *arrays, index: g, _add_at_vjp_v)),
     sympy=_add_at_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent", "the cotangent at the index (each time it is reached)"),
-    extra={"statement": _print_add_at, "vjp_order": (1, 0)})
+    extra={"statement": _print_add_at, "vjp_order": (1, 0)},
+    abstract=abstract.array_like_first)
 
 
 # --- np.stack --------------------------------------------------------------------------------
@@ -357,12 +369,21 @@ class _StackRules(tuple):
         return _stack_vjp(i)
 
 
+def _stack_abstract(op, *xs, axis):
+    shape = np.shape(xs[0])
+    found = abstract.result_kind(op, xs, {"axis": axis})
+    if found is None or any(np.shape(x) != shape for x in xs):
+        return None
+    axis = axis % (len(shape) + 1)
+    return abstract.make(shape[:axis] + (len(xs),) + shape[axis:], *found)
+
+
 stack = defop(
     "stack", _stack_impl, _print_stack, vjp=_StackRules((None,)),
     sympy=lambda *xs, axis=0: np.stack(xs, axis=axis),
     domain=Domain((REALS, REALS), cases=((((3,), (3,)), {"axis": 0}),
                                          (((2, 3), (2, 3)), {"axis": 1}))),
-    rule_text=("input i gets the cotangent's slice i",))
+    rule_text=("input i gets the cotangent's slice i",), abstract=_stack_abstract)
 
 
 def _np_stack(arrays, axis=0, out=None, **kw):

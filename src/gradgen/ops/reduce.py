@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import abstract
 from ._sym import sp
 from .adapt import refuse
 from .arith import abs_, eq, maximum
@@ -151,7 +152,7 @@ def _extreme_row(name, np_fn, sym, text, floor_count=False):
         sympy=lambda x, axis=None, keepdims=False: _sym_reduce(lambda xs: sym(*xs), x, axis,
                                                               keepdims),
         domain=Domain((REALS,), cases=_CASES),
-        rule_text=(text,))
+        rule_text=(text,), abstract=abstract.reduction)
 
 
 _TIES = "(ties share it equally)"
@@ -177,7 +178,7 @@ mean = defop(
     sympy=lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims)
     / _count(np.shape(x), axis),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d mean(u)/du = 1 / n for every element",))
+    rule_text=("d mean(u)/du = 1 / n for every element",), abstract=abstract.reduction)
 
 
 def _not_nan(x):
