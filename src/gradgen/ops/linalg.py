@@ -25,8 +25,8 @@ import string
 
 import numpy as np
 
-from ._sym import sp
 from .. import abstract
+from ._sym import sp
 from .adapt import refuse
 from .arrays import _value, broadcast_to, reshape, transpose
 from .core import cast
