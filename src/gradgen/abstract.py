@@ -37,14 +37,23 @@ from .ir import Aval, Node, Ref
 
 
 class Pending:
-    """The value of a node that has not been computed: whether NumPy would give an ndarray
-    (True) or a scalar (False: a NumPy scalar, or a Python number when the aval says so),
-    per output. The node's avals hold the rest."""
+    """The value of a node that has not been computed (or was let go): per output, whether
+    NumPy gives an ndarray (True) or a scalar (a NumPy scalar, or a Python number when the
+    aval says so), and whether that ndarray is a view into memory another value owns (the
+    emitter never writes into one). The node's avals hold the rest."""
 
-    __slots__ = ("arrays",)
+    __slots__ = ("arrays", "views")
 
-    def __init__(self, arrays: tuple[bool, ...]):
+    def __init__(self, arrays: tuple[bool, ...], views: tuple[bool, ...] | None = None):
         self.arrays = arrays
+        self.views = views or (False,) * len(arrays)
+
+    @classmethod
+    def of(cls, value, n_out: int = 1) -> Pending:
+        """What a computed value (a tuple of them for several outputs) will be known by."""
+        outs = value if n_out > 1 else (value,)
+        return cls(tuple(isinstance(v, np.ndarray) for v in outs),
+                   tuple(isinstance(v, np.ndarray) and v.base is not None for v in outs))
 
     def __repr__(self) -> str:
         return f"Pending({self.arrays})"
@@ -71,6 +80,16 @@ def stand_in(value, ref: Ref):
     if type(value) is not Pending:
         return value
     return shaped_like(ref.aval, value.arrays[ref.index])
+
+
+def made_as_view(values: dict, ref: Ref) -> bool:
+    """Is ``ref``'s value an ndarray NumPy made as a view of memory another value owns?"""
+    value = values.get(ref.node)
+    if type(value) is Pending:
+        return value.views[ref.index]
+    if ref.node.op.n_out > 1 and isinstance(value, tuple):
+        value = value[ref.index]
+    return isinstance(value, np.ndarray) and value.base is not None
 
 
 def shaped_value(values: dict, ref: Ref):
@@ -227,8 +246,15 @@ def array_like_first(op, x, *rest, **attrs):
 
 
 def is_stand_in(x) -> bool:
-    """Is ``x`` a stand-in for an array whose values are not known?"""
+    """Is ``x`` a stand-in for an array whose values are not known (or a view of one)?"""
     return isinstance(x, np.ndarray) and x.base is not None and x.base is _ZEROS.get(x.dtype)
+
+
+def fresh(op, x, *rest, **attrs):
+    """A new array (or number) shaped like the first input: copies."""
+    if isinstance(x, np.ndarray):
+        return make(np.shape(x), x.dtype, "array")
+    return x
 
 
 def view(op, x, *rest, **attrs):

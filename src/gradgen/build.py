@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import __version__
-from .abstract import shaped_value
+from .abstract import Pending, shaped_value
 from .emit import FunctionSpec, emit_module
 from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
@@ -329,7 +329,25 @@ def build(fn, args, request: Request, command: str | None = None,
         f"# Source sha256: {source_hash(fn)}",
     ]
     source = emit_module(header, specs)
+    release_values(forward, full)
     return Built(source, forward, full, fname, request, wrt, returns_full)
+
+
+def release_values(forward: Graph, joint: Graph) -> None:
+    """Forget the traced arrays once the module is written: a compiled path would otherwise
+    keep every forward intermediate alive (and the first run of the module would need the
+    memory twice). Inputs, constants and the forward's outputs stay; anything else is
+    Pending again, computed from the inputs if someone asks (check does, for its report)."""
+    keep = {r.node for r in forward.outputs}
+    for values in {id(g.meta["values"]): g.meta["values"] for g in (forward, joint)}.values():
+        for node, value in values.items():
+            if node in keep or node.op.name in ("input", "const"):
+                continue
+            if isinstance(value, np.ndarray):
+                values[node] = Pending.of(value)
+            elif node.op.n_out > 1 and isinstance(value, tuple) and any(
+                    isinstance(v, np.ndarray) for v in value):
+                values[node] = Pending.of(value, node.op.n_out)
 
 
 def _output_name(forward: Graph) -> str:
@@ -487,6 +505,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
         f"# Source sha256: {source_hash(fn)}",
     ]
     source = emit_module(header, [spec])
+    release_values(forward, full)
     return Built(source, forward, full, fname, request, wrt, (tree, items))
 
 

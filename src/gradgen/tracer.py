@@ -8,7 +8,7 @@ from typing import Self
 
 import numpy as np
 
-from .abstract import Pending, concrete, stand_in
+from .abstract import Pending, concrete, is_stand_in, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
@@ -61,6 +61,10 @@ class Trace:
         # are abstract: their value is Pending until asked for (see abstract.py).
         self.values: dict[Node, object] = {}
         self.lazy = False
+        # In a forward trace (``keep_arrays(False)``): the tracer of each array value, held
+        # weakly, so an intermediate the user's code dropped is freed as it would be without
+        # gradgen; ``settle`` keeps the values still alive when the trace ends.
+        self.live: dict[Node, weakref.ref] | None = None
         self._consts: dict[tuple, Ref] = {}
         # Nodes that depend on no input (NumPy buffers made inside the function, and what is
         # computed from them alone): their values may be used as plain numbers.
@@ -134,6 +138,20 @@ class Trace:
             pair = self.captured[key] = (outer, inner)
         return pair[1]
 
+    def keep(self, tracer: Tracer) -> None:
+        """Hold ``tracer``'s value for good, even once the user's code drops it."""
+        if self.live is not None and self.live.pop(tracer.ref.node, None) is not None:
+            self.values[tracer.ref.node] = tracer._value
+
+    def settle(self) -> None:
+        """Keep the values of the arrays whose tracers are still alive; the others stay
+        Pending (computed again from the inputs if anything asks for them)."""
+        for node, ref in (self.live or {}).items():
+            tracer = ref()
+            if tracer is not None and tracer.ref.node is node:
+                self.values[node] = tracer._value
+        self.live = None
+
     def graph(self, outputs: list[Ref]) -> Graph:
         return Graph(list(self.nodes), list(self.inputs), outputs)
 
@@ -181,12 +199,17 @@ def bind(op, args, attrs) -> object:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
                                    getattr(_state, "loc", None) or current_loc()) from None
     node = trace.add(op, refs, attrs, avals)
-    trace.values[node] = out
     if constant:
         trace.constant.add(node)
     if op.n_out > 1:
+        trace.values[node] = out
         return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(outs))
     result = Tracer(trace, node.out, out)
+    if trace.live is not None and type(out) is np.ndarray and not constant:
+        trace.values[node] = Pending.of(out)
+        trace.live[node] = weakref.ref(result)
+    else:
+        trace.values[node] = out
     if op.extra.get("view") and isinstance(args[0], Tracer):
         _register_view(args[0], result, node)
     return result
@@ -206,7 +229,10 @@ def _bind_abstract(trace, op, values, refs, attrs, args, pending):
         return None
     outs = shaped if op.n_out > 1 else (shaped,)
     avals = [aval_of(o) for o in outs]
-    pending = Pending(tuple(isinstance(o, np.ndarray) for o in outs))
+    # a view when the rule handed back (a view of) a known array: never of a stand-in
+    pending = Pending(tuple(isinstance(o, np.ndarray) for o in outs),
+                      tuple(isinstance(o, np.ndarray) and o.base is not None
+                            and not is_stand_in(o) for o in outs))
     node = trace.add(op, refs, attrs, avals)
     trace.values[node] = pending
     if op.n_out > 1:

@@ -210,6 +210,7 @@ def trace_function(fn, args, arg_names=None) -> Graph:
     names = arg_names or parameter_names(fn, len(args))
     leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
+        trace.live = {}  # arrays the user's code drops are freed (see Trace.settle)
         traced = []
         for k, leaf in enumerate(leaves):
             value = leaf.value
@@ -236,6 +237,10 @@ def trace_function(fn, args, arg_names=None) -> Graph:
                 raise cause from error  # NumPy wrapped ours (W[0] = traced, W a global)
         out_leaves, out_tree = flatten(result)
         outputs = [_output_ref(trace, r, fn) for r in out_leaves]
+        for leaf in out_leaves:
+            if isinstance(leaf, Tracer) and leaf._trace is trace:
+                trace.keep(leaf)
+        trace.settle()
     graph = trace.graph(outputs)
     last_bound = _version_names(graph, [leaf.name for leaf in leaves] + list(names))
     graph.meta.update(

@@ -138,7 +138,7 @@ def _copy(x):
 
 # A fresh array for a gradient that would otherwise alias an argument, a constant or a view.
 copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
-             abstract=abstract.same_as_first,
+             abstract=abstract.fresh,
              sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)))
 
 

@@ -421,20 +421,20 @@ def _read_through(x, template):
     ``h``): the gradient then flows straight from the reader to ``v``, and the old version of
     ``h`` is read only by the next write, so the module can fill one buffer in place."""
     from ..ir import Node
-    from ..tracer import Tracer, _register_view
+    from ..tracer import Tracer, _register_view, shaped
 
     node = x.ref.node
     if node.op.name != "index_update" or len(node.inputs) != 2 or node.attrs["index"] != template:
         return None
-    expected = x.value[real_index(template)]
-    v = x._trace.tracer(node.inputs[1])
-    if np.shape(v.value) != np.shape(expected):
+    expected = shaped(x)[real_index(template)]
+    v = x._trace.tracer(node.inputs[1])  # its value may be pending: only shapes are asked
+    if np.shape(shaped(v)) != np.shape(expected):
         v = broadcast_to(v, shape=tuple(np.shape(expected)))
-    if np.result_type(v.value) != np.result_type(expected) or v.aval.py is not None:
+    if np.result_type(shaped(v)) != np.result_type(expected) or v.aval.py is not None:
         v = cast(v, dtype=np.result_type(expected).name)
-    if not isinstance(v.value, np.ndarray):
+    if not isinstance(shaped(v), np.ndarray):
         return v  # a number: nothing can write into it later
-    view = Tracer(x._trace, v.ref, v.value)
+    view = Tracer(x._trace, v.ref, v._value)
     # a view of x as far as later writes go (NumPy's x[t] shares x's memory)
     _register_view(x, view, Node(getitem, (x.ref,), {"index": template}, (v.aval,)), force=True)
     return view
@@ -442,8 +442,12 @@ def _read_through(x, template):
 
 def write(x, index, v, accumulate: bool = False):
     """``x[index] = v`` (or ``np.add.at(x, index, v)``) as a new version of ``x``."""
+    from ..tracer import Tracer
+
     template, arrays = normalize_index(index)
     op = index_add if accumulate else index_update
+    if isinstance(v, Tracer):
+        v._trace.keep(v)  # x[t] read back right after the write is v (_read_through)
     return op(x, v, *arrays, index=template)
 
 
