@@ -120,8 +120,9 @@ def same(a, b) -> bool:
 
 
 def run(rounds: int) -> None:
-    import gradgen
     from arrays import load_example, mlp_grad_by_hand
+
+    import gradgen
 
     fresh = Fresh()
     x = np.random.default_rng(0).normal(size=1_000_000)
@@ -143,19 +144,19 @@ def run(rounds: int) -> None:
             rows["jax.jit(jax.grad) first call"] = []
         for _ in range(rounds):
             df = gradgen.grad(make())
-            wall, cpu, got = timed(lambda df=df: df(*args))
+            wall, cpu, got = timed(lambda df=df, args=args: df(*args))
             rows["gradgen first call"].append((wall, cpu))
-            wall, cpu, want = timed(lambda: hand(*args))
+            wall, cpu, want = timed(lambda hand=hand, args=args: hand(*args))
             rows["hand-written"].append((wall, cpu))
             if not same(got, want):
                 raise SystemExit(f"{title}: gradgen disagrees with the hand-written gradient")
-            wall, cpu, _ = timed(lambda df=df: df(*args))
+            wall, cpu, _ = timed(lambda df=df, args=args: df(*args))
             rows["gradgen cached"].append((wall, cpu))
             if "jax.jit(jax.grad) first call" in rows:
                 rows["jax.jit(jax.grad) first call"].append(jax_first())
         df = gradgen.grad(make())
-        mem_gradgen = peak_bytes(lambda df=df: df(*args))
-        mem_hand = peak_bytes(lambda: hand(*args))
+        mem_gradgen = peak_bytes(lambda df=df, args=args: df(*args))
+        mem_hand = peak_bytes(lambda hand=hand, args=args: hand(*args))
         hand_wall = statistics.median(w for w, _ in rows["hand-written"])
         hand_cpu = statistics.median(c for _, c in rows["hand-written"])
         print(f"\n{title} ({rounds} rounds, medians)")
@@ -186,7 +187,7 @@ def _jax_mlp(fresh: Fresh, text: str, args):
     def first():
         loss = fresh.load(text.replace("import numpy as np", "import jax.numpy as np"), "loss")
         g = jax.jit(jax.grad(loss))
-        wall, cpu, out = timed(lambda: jax.block_until_ready(g(jparams, jX, jy)))
+        wall, cpu, _ = timed(lambda: jax.block_until_ready(g(jparams, jX, jy)))
         return wall, cpu
 
     first()  # JAX's own imports and caches warm
