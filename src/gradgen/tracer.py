@@ -499,7 +499,7 @@ class Tracer:
     # which every view and alias of it sees: a new version (see inplace.py).
     def _inplace(self, op_name, o):
         result = _op(op_name)(self, o)
-        if not isinstance(self.value, np.ndarray):
+        if not isinstance(shaped(self), np.ndarray):
             return result
         from .inplace import overwrite
 
@@ -650,7 +650,7 @@ class Tracer:
 
     def _inplace_ufunc(self, ufunc, o):
         result = ufunc(self, o)
-        if not isinstance(self.value, np.ndarray):
+        if not isinstance(shaped(self), np.ndarray):
             return result
         from .inplace import overwrite
 
