@@ -30,6 +30,8 @@ The convention for rows (``defop(..., abstract=...)``):
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .errors import GradgenError
@@ -186,7 +188,8 @@ def result_kind(op, ins, attrs):
         return _KINDS[key]
     result = None
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # var(ddof=1) of one element, mean of none...
             out = op.impl(*(_exemplar(x) for x in ins), **attrs)
         if isinstance(out, np.ndarray):
             result = (out.dtype, "array")
@@ -233,6 +236,15 @@ def reduction(op, x, *rest, axis=None, keepdims=False, **attrs):
     else:
         out = tuple(d for i, d in enumerate(shape) if i not in axes)
     return make(out, dtype, kind)
+
+
+def scan(op, x, *rest, axis=0, **attrs):
+    """A cumulative op along ``axis`` (None: over the flattened input)."""
+    found = result_kind(op, (x, *rest), dict(attrs, axis=axis))
+    if found is None:
+        return None
+    shape = (int(np.prod(np.shape(x), dtype=np.int64)),) if axis is None else np.shape(x)
+    return make(shape, *found)
 
 
 def same_as_first(op, x, *rest, **attrs):

@@ -192,7 +192,8 @@ nansum = defop(
          _keep(g, _shape(x), axis, keepdims) * _not_nan(x),),
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(_sym_sum, x, axis, keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d nansum(u)/du = 1, 0 at nan",))
+    rule_text=("d nansum(u)/du = 1, 0 at nan",),
+    abstract=abstract.reduction)
 
 
 def _nanmean_vjp(g, ans, x, axis=None, keepdims=False):
@@ -208,7 +209,8 @@ nanmean = defop(
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(
         lambda xs: sp.Add(*xs) / len(xs), x, axis, keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d nanmean(u)/du = 1 / (number of non-nan entries), 0 at nan",))
+    rule_text=("d nanmean(u)/du = 1 / (number of non-nan entries), 0 at nan",),
+    abstract=abstract.reduction)
 
 
 # --- prod: the product of the others, never a division by a zero ----------------------------
@@ -238,7 +240,8 @@ prod = defop(
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(lambda xs: sp.Mul(*xs), x, axis,
                                                            keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d prod(u)/du_i = product of the other entries (no division: right at zeros)",))
+    rule_text=("d prod(u)/du_i = product of the other entries (no division: right at zeros)",),
+    abstract=abstract.reduction)
 
 
 # --- var and std -------------------------------------------------------------------------
@@ -283,7 +286,8 @@ var = defop(
                                                                 ddof=ddof),
     _print_np("np.var", ("axis", "ddof", "keepdims")),
     vjp=(_var_vjp,), sympy=_sym_var, domain=Domain((REALS,), cases=_VAR_CASES + _VAR_ONLY_CASES),
-    rule_text=("d var(u)/du = 2 (u - mean(u)) / (n - ddof)",))
+    rule_text=("d var(u)/du = 2 (u - mean(u)) / (n - ddof)",),
+    abstract=abstract.reduction)
 
 # At zero variance (a constant slice) the gradient is nan, like JAX: sqrt has an infinite
 # slope at 0 and the centered entries are all 0.
@@ -295,7 +299,8 @@ std = defop(
     sympy=lambda x, axis=None, keepdims=False, ddof=0: _sym_map(
         sp.sqrt, _sym_var(x, axis, keepdims, ddof)),
     domain=Domain((REALS,), cases=_VAR_CASES),
-    rule_text=("d std(u)/du = (u - mean(u)) / ((n - ddof) std(u)); nan at zero variance",))
+    rule_text=("d std(u)/du = (u - mean(u)) / ((n - ddof) std(u)); nan at zero variance",),
+    abstract=abstract.reduction)
 
 
 # --- the 2-norm (vectors) and the Frobenius norm (matrices) -------------------------------
@@ -314,7 +319,8 @@ norm = defop(
         (((3, 4),), {"axis": (1,), "keepdims": True}),
         (((2, 3, 2),), {"axis": (0, 2), "keepdims": False}),
     )),
-    rule_text=("d norm(u)/du = u / norm(u) (nan at u = 0)",))
+    rule_text=("d norm(u)/du = u / norm(u) (nan at u = 0)",),
+    abstract=abstract.reduction)
 
 
 # --- cumulative sums and products --------------------------------------------------------
@@ -357,7 +363,8 @@ cumsum = defop(
         (((3, 4),), {"axis": 1}),
         (((3, 4),), {"axis": 0, "reverse": True}),
     )),
-    rule_text=("d cumsum(u)_i/du_j = 1 for j <= i: the cotangent summed from the end",))
+    rule_text=("d cumsum(u)_i/du_j = 1 for j <= i: the cotangent summed from the end",),
+    abstract=abstract.scan)
 
 
 def _cumprod_vjp(g, ans, x, axis=0):
@@ -382,7 +389,7 @@ cumprod = defop(
     "cumprod", lambda x, axis=0: np.cumprod(x, axis=axis),
     lambda node, args: Expr(f"np.cumprod({args[0].text}"
                             + (f", axis={node.attrs['axis']})" if node.aval.ndim > 1 else ")")),
-    vjp=(_cumprod_vjp,),
+    vjp=(_cumprod_vjp,), abstract=abstract.scan,
     sympy=lambda x, axis=0: np.cumprod(np.asarray(x, dtype=object), axis=axis),
     domain=Domain((REALS,), cases=((((4,),), {"axis": 0}), (((2, 3),), {"axis": 1}),
                                    (((3, 2),), {"axis": 0}))),
