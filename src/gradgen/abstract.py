@@ -171,6 +171,8 @@ def _exemplar(x):
     return x
 
 
+# A memo of result_kind per (op, input dtypes and kinds, attrs): a pure function of its key,
+# like functools.cache, so it is no state that changes an answer.
 _KINDS: dict[tuple, tuple | None] = {}
 
 
@@ -187,6 +189,8 @@ def result_kind(op, ins, attrs):
     if key is not None and key in _KINDS:
         return _KINDS[key]
     result = None
+    if op.name == "pow" and all(type(x) in (float, int, bool) for x in ins):
+        return None  # (-2.0) ** 0.5 is complex in Python: only the values tell
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # var(ddof=1) of one element, mean of none...
