@@ -150,6 +150,20 @@ def test_large_arrays_use_finite_differences_along_random_directions():
 # --- check_finite ----------------------------------------------------------------------------------
 
 
+def test_sympy_work_past_its_budget_falls_back_to_finite_differences():
+    # a softmax cross-entropy over 15 weights: sympy needs minutes for its 15 derivatives
+    def xent(W, X, y):
+        logits = X @ W
+        logits = logits - np.max(logits, axis=1, keepdims=True)
+        return -np.mean(logits[np.arange(len(y)), y] - np.log(np.sum(np.exp(logits), axis=1)))
+
+    rng = np.random.default_rng(0)
+    W, X, y = rng.normal(size=(5, 3)), rng.normal(size=(8, 5)), rng.integers(0, 3, 8)
+    report = check(xent, W, X, y, symbolic_seconds=0.0)
+    assert [r.method for r in report.results] == ["finite differences"]
+    assert report.results[0].max_rel_error < 1e-5
+
+
 def test_check_finite_names_the_softplus_line():
     f = load_example("softplus").f
     df = gradgen.grad(f, check_finite=True)

@@ -173,6 +173,12 @@ def log_of_sum(x):
     return np.sum(np.log(x + 1.0))
 
 
+def string_attributes(x, A):
+    # strings in the printed calls come out in double quotes, as ruff format writes them
+    total = np.einsum("ij,j->", A, x) + np.linalg.norm(A, "fro")
+    return total + np.sum(np.sort(x, kind="stable") * np.pad(x, 1, mode="reflect")[1:-1])
+
+
 _rng = np.random.default_rng(0)
 
 
@@ -209,6 +215,7 @@ CORPUS = [
     ("stacked_slices", stacked_slices, (_a(6), _a(6)), {"argnums": (0, 1)}),
     ("list_argument", list_argument, ([1.0, 2.0, 3.0],), {}),
     ("check_finite", log_of_sum, (_a(4),), {"check_finite": True}),
+    ("string_attributes", string_attributes, (_a(3), _a(2, 3)), {"argnums": (0, 1)}),
 ]
 IDS = [c[0] for c in CORPUS]
 

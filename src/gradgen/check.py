@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,10 +126,13 @@ def _symbols_for(name: str, value):
 
 
 def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float = 1e-9,
-          seed: int = 0, prove_seconds: float = 2.0) -> CheckReport:
+          seed: int = 0, prove_seconds: float = 2.0,
+          symbolic_seconds: float = 20.0) -> CheckReport:
     """Compare the generated gradient with sympy's derivative of the traced graph at ``args``
     and at ``points`` nearby points on the same guard path (finite differences along random
-    directions for arguments with more than SYMBOLIC_SIZE_LIMIT elements). Raises
+    directions for arguments with more than SYMBOLIC_SIZE_LIMIT elements, and for all of them
+    once the sympy replay and differentiation have used ``symbolic_seconds``: a model's
+    check should take seconds, not the minutes sympy needs for a large expression). Raises
     GradientMismatch naming the worst entry and the op or Function whose rule disagrees."""
     from .api import _normalize_argnums
     from .build import Request, build
@@ -149,9 +153,14 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     symbols = {k: _symbols_for(leaves[k].name, leaves[k].value) for k in order
                if np.size(leaves[k].value) <= SYMBOLIC_SIZE_LIMIT}
     out_expr = None
+    budget = _Budget(symbolic_seconds)
     if symbols:
-        env = symbolic_values(forward, {by_index[k]: s for k, s in symbols.items()})
-        out_expr = env[forward.outputs[0].node]
+        try:
+            with budget:
+                env = symbolic_values(forward, {by_index[k]: s for k, s in symbols.items()})
+                out_expr = env[forward.outputs[0].node]
+        except _Timeout:
+            symbols = {}
         if isinstance(out_expr, np.ndarray):
             out_expr = out_expr.reshape(-1)[0]
     rng = np.random.default_rng(seed)
@@ -166,14 +175,19 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     worst = (0.0, None)
     for position, k in enumerate(order):
         errors_abs, errors_rel = [], []
-        method = "sympy" if k in symbols else "finite differences"
-        if k in symbols:
-            derivs = [sp.diff(out_expr, s) for s in np.ravel(symbols[k])]
-            all_syms = [s for j in sym_order for s in np.ravel(symbols[j])]
-            fns = sp.lambdify(all_syms, derivs, modules=["numpy", "math"])
+        symbolic = k in symbols
+        if symbolic:
+            try:
+                with budget:
+                    derivs = [sp.diff(out_expr, s) for s in np.ravel(symbols[k])]
+                    all_syms = [s for j in sym_order for s in np.ravel(symbols[j])]
+                    fns = sp.lambdify(all_syms, derivs, modules=["numpy", "math"])
+            except _Timeout:
+                symbolic = False
+        method = "sympy" if symbolic else "finite differences"
         for point, result in zip(samples, results, strict=True):
             got = np.asarray(result[position], dtype=float)
-            if k in symbols:
+            if symbolic:
                 sym_args = [float(v) for j in sym_order for v in np.ravel(point[j])]
                 want = np.reshape(np.array(fns(*sym_args), dtype=float), got.shape)
                 diff = np.abs(got - want)
@@ -189,7 +203,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
         tolerance_rel = max(rtol, 100 * eps) if method != "finite differences" else max(
             rtol, 1e-5)
         bad = max_abs > atol and max_rel > tolerance_rel
-        small = k in symbols and len(forward.nodes) <= PROOF_NODE_LIMIT
+        small = symbolic and len(forward.nodes) <= PROOF_NODE_LIMIT
         if not bad and small and _prove(built.joint, symbols, derivs, built.wrt.index(k),
                                         prove_seconds):
             method = "proved"
@@ -275,32 +289,57 @@ class _Timeout(Exception):
     pass
 
 
+def _can_time_out() -> bool:
+    return threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
+
+
+class _Budget:
+    """Seconds of sympy work shared by several steps: each ``with budget:`` block raises
+    _Timeout once the total is spent (no limit off the main thread, where no alarm can be
+    set; sympy then simply takes as long as it takes)."""
+
+    def __init__(self, seconds: float):
+        self.left = seconds
+
+    def __enter__(self):
+        if not _can_time_out():
+            return self
+        if self.left <= 0:
+            raise _Timeout
+        self.started = time.monotonic()
+        self.previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.left)
+        return self
+
+    def __exit__(self, *exc):
+        if _can_time_out():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+            self.left -= time.monotonic() - self.started
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout
+
+
 def _prove(vg_graph, symbols, derivs, position, seconds) -> bool:
     """Try to show the emitted backward equals sympy's derivative exactly."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal,
-                                                                                 "SIGALRM"):
+    if not _can_time_out():
         return False
-
-    def on_alarm(signum, frame):
-        raise _Timeout
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        inputs = {}
-        for node in vg_graph.inputs:
-            index = node.attrs["index"]
-            if index in symbols:
-                inputs[node] = symbols[index]
-        env = symbolic_values(vg_graph, inputs)
-        emitted = env[vg_graph.outputs[1 + position].node]
-        emitted = list(np.ravel(emitted)) if isinstance(emitted, np.ndarray) else [emitted]
-        return all(sp.simplify(e - d) == 0 for e, d in zip(emitted, derivs, strict=True))
+        with _Budget(seconds):
+            return _proved(vg_graph, symbols, derivs, position)
     except (_Timeout, TypeError, ValueError, ZeroDivisionError):
         return False
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+
+
+def _proved(vg_graph, symbols, derivs, position) -> bool:
+    inputs = {node: symbols[node.attrs["index"]] for node in vg_graph.inputs
+              if node.attrs["index"] in symbols}
+    env = symbolic_values(vg_graph, inputs)
+    emitted = env[vg_graph.outputs[1 + position].node]
+    emitted = list(np.ravel(emitted)) if isinstance(emitted, np.ndarray) else [emitted]
+    return all(sp.simplify(e - d) == 0 for e, d in zip(emitted, derivs, strict=True))
 
 
 # --- localisation ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from .adapt import refuse
 from .arrays import _value, broadcast_to, reshape, transpose
 from .core import cast
 from .index import scatter
-from .registry import PREC_ADD, PREC_MUL, Domain, Expr, defop, infix, route
+from .registry import PREC_ADD, PREC_MUL, Domain, Expr, defop, infix, route, value_text
 
 REALS = (-2.0, 2.0)
 _NUMPY2 = int(np.__version__.split(".")[0]) >= 2
@@ -92,7 +92,7 @@ def _printer(fn: str, keys=(), defaults=None, suffix=""):
             value = node.attrs.get(key)
             if key in defaults and value == defaults[key]:
                 continue
-            parts.append(f"{key}={value!r}")
+            parts.append(f"{key}={value_text(value)}")
         return Expr(f"{fn}({', '.join(parts)}){suffix}")
 
     return print_call
@@ -560,9 +560,9 @@ def _einsum_impl(*xs, subscripts, optimize=False):
 
 
 def _print_einsum(node, args):
-    parts = [repr(node.attrs["subscripts"]), *(a.text for a in args)]
+    parts = [value_text(node.attrs["subscripts"]), *(a.text for a in args)]
     if node.attrs.get("optimize"):
-        parts.append(f"optimize={node.attrs['optimize']!r}")
+        parts.append(f"optimize={value_text(node.attrs['optimize'])}")
     return Expr(f"np.einsum({', '.join(parts)})")
 
 

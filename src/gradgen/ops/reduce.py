@@ -41,7 +41,7 @@ from .arrays import (
 )
 from .core import cast, copy
 from .index import getitem
-from .registry import OPS, PREC_ATOM, Domain, Expr, defop, route
+from .registry import OPS, PREC_ATOM, Domain, Expr, defop, route, value_text
 
 REALS = (-2.0, 2.0)
 _NO = np._NoValue  # NumPy's "argument not given"
@@ -123,7 +123,7 @@ def _print_np(fn, keys=("axis", "keepdims"), defaults=None):
             value = node.attrs.get(key, defaults.get(key))
             if key in defaults and value == defaults[key]:
                 continue
-            parts.append(f"{key}={_axis_text(value) if key == 'axis' else repr(value)}")
+            parts.append(f"{key}={_axis_text(value) if key == 'axis' else value_text(value)}")
         return Expr(f"{fn}({', '.join(parts)})")
 
     return print_
@@ -467,7 +467,7 @@ def _print_argsort(node, args):
         parts.append(f"axis={axis}")
     for key in ("kind", "stable"):
         if node.attrs.get(key) is not None:
-            parts.append(f"{key}={node.attrs[key]!r}")
+            parts.append(f"{key}={value_text(node.attrs[key])}")
     return Expr(f"np.argsort({', '.join(parts)})")
 
 

@@ -145,6 +145,21 @@ def callable_name(target) -> str:
 # --- printers ------------------------------------------------------------------------------
 
 
+def value_text(value) -> str:
+    """An attribute value as source, spelled the way ``ruff format`` writes it: strings in
+    double quotes (``np.einsum("ij,jk->ik", ...)``), containers element by element."""
+    if isinstance(value, str):
+        if '"' in value:
+            return repr(value)
+        return '"' + repr(value)[1:-1].replace("\\'", "'") + '"'
+    if isinstance(value, tuple):
+        inner = ", ".join(value_text(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(value_text(v) for v in value) + "]"
+    return repr(value)
+
+
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
     def print_infix(node, args):
         a, b = args
@@ -187,7 +202,7 @@ def call(math_name: str | None, np_name: str, kwargs: Sequence[str] = ()) -> Pri
         for key in kwargs:
             value = node.attrs.get(key)
             if value is not None and value is not False:
-                parts.append(f"{key}={value!r}")
+                parts.append(f"{key}={value_text(value)}")
         return Expr(f"{fn}({', '.join(parts)})")
 
     return print_call

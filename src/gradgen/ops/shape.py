@@ -23,7 +23,7 @@ from .arith import ne, sub
 from .arrays import _transpose, _value, broadcast_to, reshape, sum_, transpose
 from .core import _nested, cast, copy
 from .index import getitem, index_add, normalize_index, stack
-from .registry import BOUND, Domain, Expr, defop, route
+from .registry import BOUND, Domain, Expr, defop, route, value_text
 
 try:  # NumPy >= 2.0
     from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
@@ -654,7 +654,7 @@ def _print_take_along_axis(node, args):
     if (order.op.name == "argsort" and order.inputs[0] == x_ref
             and args[1].text.startswith("np.argsort(")):  # np.sort, as the user wrote it
         parts = [args[0].text] + ([] if axis == nd - 1 else [f"axis={axis}"])
-        parts += [f"{k}={order.attrs[k]!r}" for k in ("kind", "stable")
+        parts += [f"{k}={value_text(order.attrs[k])}" for k in ("kind", "stable")
                   if order.attrs.get(k) is not None]
         return Expr(f"np.sort({', '.join(parts)})")
     return Expr(f"np.take_along_axis({args[0].text}, {args[1].text}, axis={axis})")
