@@ -10,22 +10,28 @@ so nothing is ever silently wrong: it is just not computed when nobody looks.
 
 The convention for rows (``defop(..., abstract=...)``):
 
-- ``abstract(op, *ins, **attrs)`` receives its row and the inputs *shaped*: the real value when it is known,
-  else a stand-in (``stand_in``) with the right shape, dtype and kind (a Python number, a
-  NumPy scalar, or a read-only zero-strided ndarray that holds one element). It returns a
-  shaped result (one per output for ``n_out > 1``): only its shape, dtype and kind are used,
-  so it may be a stand-in made by ``shaped_like``, or an input itself. It must never compute
-  on the data. It may return ``None`` for "cannot tell": the op is then computed for real.
-- Family helpers: ``elementwise`` (the default of every ``elementwise=True`` row: broadcast
-  shape, and dtype and kind from the op run on one-element exemplars), ``reduction`` (axis /
-  keepdims attrs), ``same_as_first`` (identities), ``view`` (the op itself, run on stand-ins:
-  exact and free for ops that return views, such as reshape, transpose or a basic index).
+- ``abstract(op, *ins, **attrs)`` receives its row and the inputs *shaped*: the real value
+  when it is known, else a stand-in (``stand_in``) with the right shape, dtype and kind (a
+  Python number, a NumPy scalar, or a read-only zero-strided ndarray holding one element).
+  It returns a shaped result (one per output for ``n_out > 1``) of which only the shape,
+  dtype and kind are used: a stand-in made by ``make``, or an input itself. It never
+  computes on the data. ``None`` means "cannot tell": the op is then computed for real.
+- Family helpers: ``elementwise`` (the default of every ``elementwise=True`` row: NumPy's
+  broadcast shape, dtype and kind from the op run on one-element exemplars), ``reduction``
+  (``axis``/``keepdims`` attrs), ``scan`` (cumulative ops), ``view`` (the op itself on
+  stand-ins: exact and free for ops that return views: reshape, transpose, a basic index),
+  ``same_as_first`` (identities), ``fresh`` and ``array_like_first`` (copies, index writes).
+  ``tests/test_abstract.py`` checks every rule against NumPy on the row's domain cases.
 - A row without a rule is computed for real (its inputs are computed first): correct, only
   slower. Scalars are free, so a lazy trace still computes an op whose inputs are all known
   scalars at once; a derivative that does not exist at a scalar input (``1 / 0``,
   ``log(-1)``) is then reported while building, naming the user's line. For arrays NumPy
-  gives inf or nan rather than raising; ``check_finite`` and the first run of the emitted
-  code (``api._runtime_error``) report those.
+  gives inf or nan rather than raising: ``check_finite`` reports those, and an error the
+  emitted code raises on its first run names the line too (``api._runtime_error``).
+
+The forward trace computes its values (guards need them) but holds its arrays weakly
+(``Trace.live``): an intermediate the user's code drops is freed, and its value is Pending
+afterwards. Once the module is written, ``build.release_values`` lets the rest go as well.
 """
 
 from __future__ import annotations

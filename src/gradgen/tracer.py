@@ -61,9 +61,9 @@ class Trace:
         # are abstract: their value is Pending until asked for (see abstract.py).
         self.values: dict[Node, object] = {}
         self.lazy = False
-        # In a forward trace (``keep_arrays(False)``): the tracer of each array value, held
-        # weakly, so an intermediate the user's code dropped is freed as it would be without
-        # gradgen; ``settle`` keeps the values still alive when the trace ends.
+        # In a forward trace (trace_function makes it a dict): the tracer of each array value,
+        # held weakly, so an intermediate the user's code dropped is freed as it would be
+        # without gradgen; ``settle`` keeps the values still alive when the trace ends.
         self.live: dict[Node, weakref.ref] | None = None
         self._consts: dict[tuple, Ref] = {}
         # Nodes that depend on no input (NumPy buffers made inside the function, and what is
@@ -230,16 +230,16 @@ def _bind_abstract(trace, op, values, refs, attrs, args, pending):
     outs = shaped if op.n_out > 1 else (shaped,)
     avals = [aval_of(o) for o in outs]
     # a view when the rule handed back (a view of) a known array: never of a stand-in
-    pending = Pending(tuple(isinstance(o, np.ndarray) for o in outs),
-                      tuple(isinstance(o, np.ndarray) and o.base is not None
-                            and not is_stand_in(o) for o in outs))
+    value = Pending(tuple(isinstance(o, np.ndarray) for o in outs),
+                    tuple(isinstance(o, np.ndarray) and o.base is not None
+                          and not is_stand_in(o) for o in outs))
     node = trace.add(op, refs, attrs, avals)
-    trace.values[node] = pending
+    trace.values[node] = value
     if op.n_out > 1:
-        return tuple(Tracer(trace, Ref(node, i), pending) for i in range(op.n_out))
-    result = Tracer(trace, node.out, pending)
+        return tuple(Tracer(trace, Ref(node, i), value) for i in range(op.n_out))
+    result = Tracer(trace, node.out, value)
     if op.extra.get("view") and isinstance(args[0], Tracer) and node.is_view \
-            and pending.arrays[0]:  # cannot ask NumPy: a view unless it says it copies
+            and value.arrays[0]:  # cannot ask NumPy: a view unless it says it copies
         _register_view(args[0], result, node, force=True)
     return result
 
