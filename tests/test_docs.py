@@ -83,3 +83,30 @@ def test_ops_table_is_current():
             fh.write(fresh)
     with open(path) as fh:
         assert fh.read() == fresh, "docs/ops.md is stale: run python -m gradgen.opsdoc > docs/ops.md"
+
+
+PAGE = re.compile(r"<!-- gradgen-page: (?P<cmd>.*?) -o (?P<path>\S+) -->")
+
+
+def _pages():
+    found = []
+    for document in _documents():
+        with open(document) as fh:
+            found += [(m["cmd"], m["path"]) for m in PAGE.finditer(fh.read())]
+    return found
+
+
+@pytest.mark.parametrize(("command", "path"), _pages(), ids=[p for _, p in _pages()])
+def test_explain_pages_are_current(command, path):
+    """The learner's pages the docs link (``<!-- gradgen-page: explain ... -o PATH -->``) are
+    what ``gradgen explain`` writes today."""
+    fresh = _run(command)
+    target = os.path.join(ROOT, path)
+    if os.environ.get("GRADGEN_UPDATE_DOCS"):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w") as fh:
+            fh.write(fresh)
+    again = "run GRADGEN_UPDATE_DOCS=1 pytest tests/test_docs.py"
+    assert os.path.exists(target), f"{path} is missing: {again}"
+    with open(target) as fh:
+        assert fh.read() == fresh, f"{path} is stale: {again}"

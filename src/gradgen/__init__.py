@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 from . import inplace, ops  # noqa: F401  (registers the rule table and in-place writes)
-from .api import emit, grad, hessian, jacobian, trace, value_and_grad, vjp
+from .api import emit, explain, grad, hessian, jacobian, trace, value_and_grad, vjp
 from .check import CheckReport, check
 from .errors import (
     GradgenError,
@@ -27,6 +27,7 @@ __all__ = [
     "check",
     "defvjp",
     "emit",
+    "explain",
     "grad",
     "hessian",
     "jacobian",

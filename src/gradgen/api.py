@@ -177,6 +177,15 @@ class GradFunction:
         """The emitted module of the path the last call ran (None before the first call)."""
         return self._last.built.source if self._last is not None else None
 
+    def _repr_html_(self) -> str | None:
+        """Notebooks: the explain page of the path the last call ran, embedded (None, so the
+        plain repr shows, before the first call)."""
+        if self._last is None:
+            return None
+        from .explainer import iframe, page_for_built
+
+        return iframe(page_for_built(self._last.built, self.fn))
+
     def _build(self, args) -> Built:
         if self.kind in ("jacobian", "hessian"):
             return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")
@@ -302,6 +311,18 @@ def trace(fn, *args, backward=False, argnums=0) -> Graph:
         return trace_function(fn, args)
     nums, as_tuple = _normalize_argnums(argnums)
     return build(fn, args, Request(nums, as_tuple)).joint
+
+
+def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,
+            command: str | None = None) -> str:
+    """One self-contained HTML page (inline CSS and JS, nothing fetched, works from disk)
+    showing ``fn``'s source, the emitted gradient module with the rule behind each backward
+    statement, and the forward and backward graph as inline SVG, linked line by line."""
+    from .explainer import page_for_built  # HTML and SVG load only when a page is asked for
+
+    nums, as_tuple = _normalize_argnums(argnums)
+    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
+    return page_for_built(build(fn, args, request, command, annotate=True), fn)
 
 
 def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,

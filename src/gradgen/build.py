@@ -48,6 +48,17 @@ class Built:
     wrt: list[int]  # leaf indices differentiated, in output order
     # How joint's outputs make the result: (TreeDef, items), items indexing joint.outputs.
     returns: tuple = ()
+    # What the module was emitted from, so it can be emitted again annotated (explain).
+    header: tuple[str, ...] = ()
+    specs: tuple[FunctionSpec, ...] = ()
+
+    def annotated_source(self) -> str:
+        """The module with each backward statement commented with its rules (``show``)."""
+        if not self.specs or all(spec.annotate for spec in self.specs):
+            return self.source
+        from dataclasses import replace
+
+        return emit_module(list(self.header), [replace(s, annotate=True) for s in self.specs])
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -330,7 +341,8 @@ def build(fn, args, request: Request, command: str | None = None,
     ]
     source = emit_module(header, specs)
     release_values(forward, full)
-    return Built(source, forward, full, fname, request, wrt, returns_full)
+    return Built(source, forward, full, fname, request, wrt, returns_full, tuple(header),
+                 tuple(specs))
 
 
 def release_values(forward: Graph, joint: Graph) -> None:

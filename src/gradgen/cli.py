@@ -1,4 +1,5 @@
-"""The gradgen command line: emit, show, check and graph, on FILE.py:FUNC at example args."""
+"""The gradgen command line: emit, show, check, graph and explain, on FILE.py:FUNC at example
+args."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ _EXAMPLES = {
     "show": ['gradgen show examples/sine.py:f --args "(0.5,)"'],
     "check": ['gradgen check examples/add_mul.py:f --args "(2.0, 3.0, 4.0)" --argnums 0,1,2'],
     "graph": ['gradgen graph examples/reused_value.py:f --args "(2.0,)" -o graph.svg'],
+    "explain": ['gradgen explain examples/reused_value.py:f --args "(2.0,)" -o page.html'],
 }
 _HELP = {
     "emit": "write the gradient module of FILE.py:FUNC",
     "show": "print the gradient code annotated with the rule behind each statement",
     "check": "check the gradient against sympy's derivative and finite differences",
     "graph": "draw the forward and backward graph (DOT, or SVG/PNG with Graphviz)",
+    "explain": "write one offline HTML page linking the source, the emitted gradient and the "
+    "graph line by line",
 }
 
 
@@ -288,6 +292,29 @@ def cmd_graph(ns) -> int:
     return 0
 
 
+def cmd_explain(ns) -> int:
+    from argparse import Namespace
+
+    from .api import explain
+
+    fn = load_function(ns.target)
+    args = example_arguments(ns, fn)
+    intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
+    command = regenerate_command(Namespace(**dict(vars(ns), output=None)))
+    page = explain(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
+                   intermediates=intermediates, check_finite=ns.check_finite, command=command)
+    if not ns.output:
+        sys.stdout.write(page)
+        return 0
+    try:
+        with open(ns.output, "w", encoding="utf-8") as fh:
+            fh.write(page)
+    except OSError as e:
+        raise UserError(f"cannot write {ns.output}: {e.strerror}") from None
+    print(f"wrote {ns.output}; open it in a browser (it needs no network)", file=sys.stderr)
+    return 0
+
+
 # --- the parser and main -------------------------------------------------------------------
 
 
@@ -302,7 +329,7 @@ def _add_target_arguments(parser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    examples = "\n".join(f"  {e}" for cmd in ("emit", "show", "check", "graph")
+    examples = "\n".join(f"  {e}" for cmd in ("emit", "show", "check", "graph", "explain")
                          for e in _EXAMPLES[cmd][:1])
     parser = _Parser(
         prog="gradgen",
@@ -312,13 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, run in (("emit", cmd_emit), ("show", cmd_show), ("check", cmd_check),
-                      ("graph", cmd_graph)):
+                      ("graph", cmd_graph), ("explain", cmd_explain)):
         p = sub.add_parser(name, help=_HELP[name], description=_HELP[name].capitalize() + ".",
                            epilog="examples:\n" + "\n".join(f"  {e}" for e in _EXAMPLES[name]),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
         _add_target_arguments(p)
-        if name in ("emit", "show"):
+        if name in ("emit", "show", "explain"):
             p.add_argument("--vjp", action="store_true",
                            help="emit FUNC_vjp(*args, cotangent) instead of FUNC_grad")
             p.add_argument("--intermediates", metavar="NAMES",
@@ -333,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "what would be generated; write nothing")
             p.add_argument("--force", action="store_true",
                            help="overwrite the output even if gradgen did not generate it")
+        if name == "explain":
+            p.add_argument("-o", "--output", help="write the page here instead of stdout")
         if name == "graph":
             p.add_argument("-o", "--output", help="graph.dot, graph.svg or graph.png")
             p.add_argument("--text", action="store_true",

@@ -230,6 +230,12 @@ class Graph:
 
         return graph_to_dot(self)
 
+    def _repr_html_(self) -> str:
+        """Notebooks: the graph drawn as inline SVG (no Graphviz needed), with its listing."""
+        from .explainer.graphview import graph_html
+
+        return graph_html(self)
+
     def render(self, path: str) -> str:
         """Write the graph drawing to ``path`` (.svg, .png, .pdf or .dot); needs Graphviz's
         ``dot`` for the images. Returns the path."""
