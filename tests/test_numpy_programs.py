@@ -65,7 +65,8 @@ def test_buffer_filled_in_a_loop():
     assert "h = np.zeros((6, 3), dtype=np.float64)" in forward
     assert "h[1] = " in forward and "h[5] = " in forward
     assert "h.copy()" not in forward  # one buffer, written in place
-    assert ".copy()" not in source.split("def rnn_value_and_grad")[0].split("grad_out =")[1]
+    # nor in the backward (whose seed, a 1 multiplying arrays, is folded away)
+    assert ".copy()" not in source.split("def rnn_value_and_grad")[0].split("def rnn_grad")[1]
 
 
 def overwrite(x):

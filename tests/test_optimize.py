@@ -4,21 +4,34 @@ together they reach a fixed point. Plus what each pass is for, on small graphs."
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 
+import gradgen
 from gradgen.emit import FunctionSpec, emit_module
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
-from gradgen.optimize import cse, dce, flatten_sums, fold, optimize
+from gradgen.optimize import (
+    batch_matvecs,
+    cse,
+    dce,
+    drop_dead_writes,
+    flatten_sums,
+    fold,
+    optimize,
+    slice_updates,
+    stack_outer_products,
+)
 from gradgen.pytree import LEAF, TreeDef
 from gradgen.reverse import reverse
 from gradgen.tracing import trace_function
 
 from .conftest import run_emitted
 
-PASSES = [dce, cse, fold, flatten_sums]
+# Passes that never change a float; stack_outer_products lets BLAS sum (tested on its own).
+PASSES = [dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes]
 
 
 def _run(graph: Graph, args):
@@ -75,6 +88,27 @@ def single_precision(x, s):
     return np.sum(y * 0.5)
 
 
+def banded(x):
+    d = x[1:] - x[:-1] ** 2
+    return np.sum(100.0 * d**2 + (1.0 - x[:-1]) ** 2) + np.mean(x[2:] * x[:-2])
+
+
+def few_steps(W, xs):
+    h = np.zeros(3)
+    for t in range(3):  # three outer products: fewer than MIN_STACKED_TERMS, added as written
+        h = np.tanh(W @ h + xs[t])
+    return np.sum(h * h)
+
+
+def filled(W, xs):
+    h = np.zeros((3, 3))
+    prev = np.zeros(3)
+    for t in range(3):
+        h[t] = np.tanh(W @ prev + xs[t])
+        prev = h[t]
+    return np.sum(h.sum(axis=1) ** 2) + np.sum(h[1] * h[-1])
+
+
 def unused(x, y, z):
     _waste = np.exp(y) * 3  # never reaches the output
     return x * x
@@ -89,6 +123,10 @@ CORPUS = [
                     np.array([[0.1], [0.2]])), [0, 1, 2]),
     (single_precision, (np.linspace(-1, 1, 4, dtype=np.float32), np.float32(1.5)), [0]),
     (unused, (1.5, 0.5, np.ones(2)), [0, 1, 2]),
+    (banded, (np.linspace(-1.0, 1.5, 7),), [0]),
+    (banded, (np.linspace(-1.0, 1.5, 7, dtype=np.float32),), [0]),
+    (filled, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
+    (few_steps, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
 ]
 IDS = [c[0].__name__ for c in CORPUS]
 
@@ -245,3 +283,176 @@ def test_flatten_sums_leaves_a_shared_partial_sum_alone():
     graph = Graph([a, b, c, inner, outer], [a, b, c], [outer.out, inner.out])
     same, changed = flatten_sums(graph)
     assert not changed and same.nodes == graph.nodes
+
+
+# --- what the emitted code looks like after them ---------------------------------------------
+
+
+def _grad_source(fn, *args, argnums=0) -> str:
+    source = gradgen.emit(fn, *args, argnums=argnums)
+    return source[source.index(f"def {fn.__name__}_grad("):].split("\n\n\n")[0]
+
+
+def test_slice_adjoints_add_into_one_buffer():
+    """x[1:] and x[:-1] twice: one zeros array and three slice updates, no scatter helper,
+    and the subtracted terms print as -=."""
+    x = np.linspace(-1.0, 1.5, 7)
+    text = _grad_source(banded, x)
+    assert "_scatter" not in text and "np.broadcast_to" not in text
+    assert text.count("grad_x = np.zeros((7,), dtype=np.float64)") == 1
+    assert "grad_x[1:] = " in text and "grad_x[:-1] -= " in text
+    assert "+= -" not in text
+    expected = gradgen.grad(banded)(x)
+    np.testing.assert_allclose(expected, _numeric(banded, x), rtol=1e-6, atol=1e-8)
+
+
+def test_slice_updates_keep_the_order_of_the_additions():
+    """The buffer adds element by element in the order of the fused sum: bit for bit."""
+    x = np.random.default_rng(0).normal(size=9)
+    joint = _joint(banded, (x,), [0])
+    plain = optimize(joint)
+    expected = _run(joint, (x,))
+    graph, changed = slice_updates(joint)
+    assert changed and "index_add" in _ops(graph) and "scatter" not in _ops(dce(graph)[0])
+    _assert_identical(_run(graph, (x,)), expected)
+    _assert_identical(_run(plain, (x,)), expected)
+
+
+def test_a_broadcast_seed_is_never_multiplied():
+    def f(x):
+        return np.sum(x * x) + 0.5 * np.mean(np.sin(x))
+
+    text = _grad_source(f, np.ones(4))
+    assert "broadcast_to" not in text and "grad_out" not in text
+
+
+def rnn(W, U, b, xs):
+    h = np.zeros(W.shape[0])
+    total = 0.0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t] + b)
+        total = total + np.sum(h * h)
+    return total
+
+
+def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():
+    rng = np.random.default_rng(1)
+    args = (0.4 * rng.normal(size=(4, 4)), rng.normal(size=(4, 3)), rng.normal(size=4),
+            rng.normal(size=(20, 3)))  # 20 steps: past MAX_FUSED_TERMS, gathered back
+    text = _grad_source(rnn, *args, argnums=(0, 1, 2))
+    assert "np.outer" not in text
+    assert text.count("np.array(") == 2  # the step adjoints once (shared), the states once
+    assert "grad_U = " in text and " @ xs" in text  # the stacked rows of xs are xs
+    assert "grad_b = np.sum(" in text  # the bias: the rows of the same stack
+    assert "U_xs = xs @ U.T" in text and "U_xs[19]" in text  # one product for all steps
+    got = gradgen.grad(rnn, argnums=(0, 1, 2))(*args)
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(g, _numeric(rnn, *args, argnum=i), rtol=1e-6, atol=1e-8)
+    joint = _joint(rnn, args, [0, 1, 2])
+    stacked, changed = stack_outer_products(joint)
+    assert changed
+    stacked.verify()
+    for a, b in zip(_run(stacked, args), _run(joint, args), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)  # BLAS's order of addition
+
+
+def test_matvecs_with_the_rows_of_one_array_become_one_product():
+    rng = np.random.default_rng(2)
+    args = (0.4 * rng.normal(size=(4, 4)), rng.normal(size=(4, 3)), rng.normal(size=4),
+            rng.normal(size=(6, 3)))
+    joint = _joint(rnn, args, [0, 1])
+    batched, changed = batch_matvecs(joint)
+    assert changed
+    batched.verify()
+    assert _ops(batched).count("matmul") == _ops(joint).count("matmul") - 6 + 1
+    for a, b in zip(_run(batched, args), _run(joint, args), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+    short = (args[0], args[1], args[2], args[3][:3])  # three steps: left as written
+    assert not batch_matvecs(_joint(rnn, short, [0]))[1]
+
+
+def test_few_outer_products_stay_as_written():
+    args = (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10)
+    _, changed = stack_outer_products(optimize(_joint(few_steps, args, [0])))
+    assert not changed
+
+
+def _numeric(fn, *args, argnum=0, eps=1e-6):
+    args = [np.array(a, dtype=np.float64) for a in args]
+    x = args[argnum]
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        hi = fn(*args[:argnum], up, *args[argnum + 1:])
+        lo = fn(*args[:argnum], down, *args[argnum + 1:])
+        out[i] = (hi - lo) / (2 * eps)
+    return out
+
+
+def chain(x):
+    y = np.sin(x) * 1.5 + 0.5
+    y = np.exp(-y * y) + np.tanh(y)
+    y = np.log1p(y * y) * np.cos(x)
+    return np.sum(y * x)
+
+
+def test_large_arrays_are_released_after_their_last_reader():
+    x = np.linspace(-1.0, 1.0, 200_000)  # 1.6 MB per value: past DEL_MIN_BYTES
+    text = _grad_source(chain, x)
+    dels = [line.strip() for line in text.splitlines() if line.strip().startswith("del ")]
+    assert dels and not text.rstrip().splitlines()[-2].strip().startswith("del ")
+    deleted = [name for line in dels for name in line[4:].split(", ")]
+    assert len(deleted) == len(set(deleted))  # each once, after its last reader
+    lines = text.splitlines()
+    for name in deleted:  # never read again
+        at = next(i for i, line in enumerate(lines)
+                  if line.strip().startswith("del ") and name in line[8:].split(", "))
+        assert not re.search(rf"\b{name}\b", "\n".join(lines[at + 1:]))
+    np.testing.assert_allclose(gradgen.grad(chain)(x[:7]), _numeric(chain, x[:7]), rtol=1e-6)
+    small = _grad_source(chain, x[:7])
+    assert "del " not in small  # small arrays: nothing to gain, nothing printed
+    got = gradgen.grad(chain)(x)
+    np.testing.assert_allclose(got[:7], gradgen.grad(chain)(x[:7]), rtol=0, atol=0)
+
+
+def views(a, b):
+    c = (a.T @ b).T  # reverse mode transposes the transpose back
+    return np.sum(np.tanh(c.reshape(2, 6).reshape(3, 4)) * a.reshape(3, 4))
+
+
+def test_transposes_of_transposes_and_reshapes_of_reshapes_fold():
+    args = (np.arange(12.0).reshape(4, 3) / 10, np.ones((4, 4)) / 3)
+    joint = _joint(views, args, [0, 1])
+    folded = optimize(joint, verify=True)
+    _assert_identical(_run(folded, args), _run(joint, args))
+    for node in folded.nodes:
+        if node.op.name in ("transpose", "reshape"):
+            assert node.inputs[0].node.op.name != node.op.name
+    code = [line.split("#")[0] for line in _grad_source(views, *args).splitlines()]
+    assert not any(".T.T" in line or ").reshape(2, 6).reshape(" in line for line in code)
+
+
+def test_writes_nobody_reads_are_dropped():
+    """The backward of h[t] = ... zeroes row t of grad_h, which no earlier step reads."""
+    args = (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10)
+    joint = optimize(_joint(filled, args, [0, 1]))
+    zeroing = [n for n in joint.nodes if n.op.name == "index_update"
+               and n.inputs[1].node.op.name == "const" and n.role == "bwd"]
+    assert not zeroing
+    text = _grad_source(filled, *args, argnums=(0, 1))
+    assert "] = 0.0" not in text
+
+
+def test_a_write_whose_row_is_returned_stays():
+    def overwrite(a, x):
+        a = a.copy()
+        a[0] = x * 2
+        return np.sum(a * a)
+
+    args = (np.arange(6.0).reshape(2, 3), np.array([0.5, -1.5, 2.0]))
+    grad_a, grad_x = gradgen.grad(overwrite, argnums=(0, 1))(*args)
+    np.testing.assert_array_equal(grad_a[0], 0.0)  # the overwritten row gets no gradient
+    np.testing.assert_allclose(grad_a[1], 2 * args[0][1])
+    np.testing.assert_allclose(grad_x, 8 * args[1])

@@ -23,6 +23,7 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
 LINE_LIMIT = 100
+DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
 _IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
 
 
@@ -116,6 +117,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     finite = _FiniteChecks()
     buffers = _Buffers(graph)
     writes = index_writes(graph.nodes)
+    liveness = _Liveness(graph, writes)
 
     for position, node in enumerate(graph.nodes):
         buffers.see(node, position)
@@ -133,6 +135,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = 0
             continue
         args = [exprs[r.node] for r in node.inputs]
+        built = node.inputs[0].node if op == "adjoint" else None
+        if built is not None and built.name == node.name and names.get(built) == node.name:
+            names[node] = node.name  # a buffer already built under the adjoint's name
+            exprs[node] = args[0]
+            sizes[node] = 0
+            continue
         if op == "guard":
             cond = args[0]
             expect = node.attrs["expect"]
@@ -164,6 +172,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = size
             notes[node] = note
             rules[node] = applied
+            liveness.inline(node)
             continue
         prelude = ""
         if write:
@@ -210,7 +219,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         if prelude:
             body.append(layout.lay_out(prelude, 1))
         body.append(layout.lay_out(statement, 1))  # wrapped as ruff format would
+        dead = liveness.run(node, names)
+        if dead and not spec.check_finite:  # the checks read adjoints at the group's end
+            body.append(layout.statement(f"del {', '.join(dead)}", 1))
 
+    if body and body[-1].startswith("del "):
+        body.pop()  # returning releases them anyway
     if spec.check_finite:
         finite.flush(body, code_parts)
     texts = [_converted(exprs[r.node].text, spec.convert.get(i))
@@ -303,6 +317,51 @@ class _Buffers:
         self.root[node] = root  # the new version lives in the same array
         self.group_last[root] = self.last_use.get(node, position)
         return True
+
+
+class _Liveness:
+    """Large arrays are released (``del``) right after the statement that reads them last,
+    so the peak memory of the module follows what is live, as a careful person writes it.
+    Views, arguments, buffers written in place and returned values are left alone.
+    An inlined expression reads its operands where the statement that holds it runs."""
+
+    def __init__(self, graph: Graph, writes):
+        self.readers: dict[Node, int] = {}  # reads still to run, per large named value
+        written = {n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
+        returned = {r.node for r in graph.outputs}
+        for node in graph.nodes:
+            aval = node.avals[0] if len(node.avals) == 1 else None
+            if (aval is None or aval.py is not None or node.op.name in ("input", "const")
+                    or node.is_view or node in written or node in returned or node in writes
+                    or node.op.extra.get("statement")
+                    or aval.size * aval.dtype.itemsize < DEL_MIN_BYTES):
+                continue
+            self.readers[node] = 0
+        for node in graph.nodes:
+            for ref in node.inputs:
+                if ref.node in self.readers:
+                    self.readers[ref.node] += 1
+        self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
+
+    def _reads(self, node: Node) -> list[Node]:
+        out: list[Node] = []
+        for ref in node.inputs:
+            inner = self.pending.pop(ref.node, None)
+            out.extend(inner if inner is not None else [ref.node])
+        return out
+
+    def inline(self, node: Node) -> None:
+        self.pending[node] = self._reads(node)
+
+    def run(self, node: Node, names: dict[Node, str]) -> list[str]:
+        """The names to delete after ``node``'s statement."""
+        dead = []
+        for value in self._reads(node):
+            if value in self.readers:
+                self.readers[value] -= 1
+                if self.readers[value] == 0 and value in names:
+                    dead.append(names[value])
+        return list(dict.fromkeys(dead))
 
 
 class _FiniteChecks:

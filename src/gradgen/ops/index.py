@@ -301,6 +301,8 @@ def _print_update(symbol):
 
 def _print_add_at(node, args, target):
     if is_basic(node.attrs["index"]):  # a basic index never repeats an element
+        if args[1].neg is not None:  # a += -v is a -= v, bit for bit
+            return f"{target}[{_subscript(node, args, 2)}] -= {args[1].neg.text}"
         return _print_update("+=")(node, args, target)
     index = _subscript(node, args, 2)
     if len(node.attrs["index"]) != 1:
@@ -355,7 +357,9 @@ def _stack_vjp(i):
 def _print_stack(node, args):
     axis = node.attrs["axis"]
     items = ", ".join(a.text for a in args)
-    return Expr(f"np.stack([{items}]" + (f", axis={axis})" if axis else ")"))
+    if not axis:  # the same array as np.stack([...]), two to three times faster for many rows
+        return Expr(f"np.array([{items}])")
+    return Expr(f"np.stack([{items}], axis={axis})")
 
 
 def _stack_impl(*xs, axis=0):

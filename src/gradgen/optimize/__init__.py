@@ -9,12 +9,16 @@ import numpy as np
 from ..abstract import shaped_value
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
-from .accumulate import flatten_sums
+from .accumulate import flatten_sums, slice_updates
+from .batch_rows import batch_matvecs
 from .cse import cse
 from .dce import dce
+from .dead_writes import drop_dead_writes
 from .fold import fold
+from .outer_sums import stack_outer_products
 
-PASSES = (dce, cse, fold, flatten_sums)
+PASSES = (dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes, stack_outer_products,
+          batch_matvecs)
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
@@ -73,4 +77,5 @@ def own_outputs(graph: Graph, positions) -> Graph:
     return graph.with_nodes(nodes, outputs)
 
 
-__all__ = ["cse", "dce", "flatten_sums", "fold", "optimize", "own_outputs"]
+__all__ = ["batch_matvecs", "cse", "dce", "drop_dead_writes", "flatten_sums", "fold", "optimize",
+           "own_outputs", "slice_updates", "stack_outer_products"]

@@ -1,8 +1,12 @@
-"""Fused accumulation: one add_n per adjoint, never a chain of partial sums."""
+"""Fused accumulation: one add_n per adjoint, never a chain of partial sums; slice adjoints of
+one array added into one buffer."""
 
 from __future__ import annotations
 
-from ..ir import Graph
+import numpy as np
+
+from ..ir import Graph, Node, Ref
+from ..ops import OPS
 from ..ops.core import add_n
 from ..reverse import MAX_FUSED_TERMS
 from .rewrite import Rewriter
@@ -30,3 +34,101 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
             continue
         rw.keep(new)
     return rw.result(), rw.changed
+
+
+def slice_updates(graph: Graph) -> tuple[Graph, bool]:
+    """A sum of the adjoints of slices of one array, ``_scatter(a, x[1:]) + _scatter(b,
+    x[:-1])``, becomes one buffer with slice updates, ``g = zeros; g[1:] = a; g[:-1] += b``:
+    one full-size array instead of one per slice and one per partial sum. The additions
+    happen in the same order, element by element, so every float is unchanged; whole-array
+    terms between the slices stay one sum."""
+    uses = graph.uses()
+    adjoint_names = {n.inputs[0].node: n.name for n in graph.nodes
+                     if n.op.name == "adjoint" and n.name}
+    rw = Rewriter(graph)
+    for node in graph.nodes:
+        new = rw.rebuilt(node)
+        if node.op is not add_n or not _has_slice_terms(node, uses):
+            rw.keep(new)
+            continue
+        added = _buffer_updates(node, new, uses)
+        # the buffer carries the adjoint's name from its first statement on: grad_x = zeros
+        name = new.name or (adjoint_names.get(node) if uses[node] == 1 else None)
+        for extra in added:
+            if extra.op.name != "const":
+                extra.name = name
+        rw.add(added)
+        rw.replace(node, added[-1].out)
+    return rw.result(), rw.changed
+
+
+def _buffer_updates(node: Node, new: Node, uses) -> list[Node]:
+    """The nodes that build ``node``'s sum in one buffer, the last one holding the total."""
+    added: list[Node] = []
+    acc: Ref | None = None
+    run: list[Ref] = []  # whole-array terms not yet added, summed as one add_n
+
+    def total_so_far() -> Ref | None:
+        parts = ([acc] if acc is not None else []) + run
+        if len(parts) > 1:
+            added.append(_node(add_n, parts, {"uses": ()}, node))
+            return added[-1].out
+        return parts[0] if parts else None
+
+    rows: set[int] | None = set()  # rows written into fresh zeros so far, while that is all
+    for old, ref in zip(node.inputs, new.inputs, strict=True):
+        if not _is_slice_term(old, node, uses):
+            run.append(ref)
+            rows = None
+            continue
+        acc, run = total_so_far(), []
+        scatter = ref.node
+        index = {"index": scatter.attrs["index"]}
+        row = _row(scatter)
+        if acc is not None and rows is not None and row is not None and row not in rows:
+            # a row still zero: ``g[1] = v`` (``g[1] += v`` would add it to 0.0)
+            added.append(_node(OPS["index_update"], [acc, scatter.inputs[0]], index, node))
+        elif acc is None:
+            zeros = np.zeros(node.aval.shape, node.aval.dtype)
+            added.append(Node(OPS["const"], (), {"value": zeros}, node.avals, None, None,
+                              "const"))
+            added.append(_node(OPS["index_update"], [added[-1].out, scatter.inputs[0]], index,
+                               node))
+        else:
+            added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]], index, node))
+        acc = added[-1].out
+        rows = rows | {row} if rows is not None and row is not None else None
+    if run:
+        total_so_far()
+    return added
+
+
+def _row(scatter: Node) -> int | None:
+    """i when a scatter places its values at ``[i]``, one integer (counted from the front)."""
+    index = scatter.attrs["index"]
+    if len(index) != 1 or type(index[0]) is not int:
+        return None
+    return index[0] % scatter.attrs["shape"][0]
+
+
+def _node(op, inputs, attrs, like: Node) -> Node:
+    return Node(op, tuple(inputs), attrs, like.avals, like.loc, None, like.role)
+
+
+def _is_slice_term(ref: Ref, total: Node, uses) -> bool:
+    node = ref.node
+    return (node.op.name == "scatter" and uses[node] == 1 and ref.aval == total.aval
+            and node.inputs[0].aval.dtype == total.aval.dtype)
+
+
+def _has_slice_terms(node: Node, uses) -> bool:
+    """Worth a buffer: the sum is an array, some terms are slice adjoints, and the first term
+    is one of them or an array the function computed (an argument or a view would be copied
+    first, which costs what it saves)."""
+    if node.aval.shape == () or any(r.aval != node.aval for r in node.inputs):
+        return False
+    first = node.inputs[0]
+    owned = not first.node.is_view and first.node.op.name not in ("input", "const", "seed",
+                                                                 "adjoint")
+    return (owned or _is_slice_term(first, node, uses)) and any(
+        _is_slice_term(r, node, uses) for r in node.inputs)

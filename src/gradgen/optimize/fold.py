@@ -7,6 +7,7 @@ import numpy as np
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
 from .rewrite import Rewriter
+from .scalars import broadcast_outward, seed_outward
 
 # Not folded: they have side effects, carry names, or must stay visible (the seed).
 _KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
@@ -39,6 +40,9 @@ def _identity(node: Node) -> Ref | None:
     candidates: list[Ref] = []
     if name == "mul":
         candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
+        if node.aval.shape and not candidates:  # an array times the seed (1): scalar code
+            seeds = [i for i, r in enumerate(ins) if r.node.op.name == "seed"]  # keeps it
+            candidates = [ins[1 - seeds[0]]] if seeds else []
     elif name == "add":
         candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
     elif (name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1)
@@ -50,12 +54,28 @@ def _identity(node: Node) -> Ref | None:
         axes, ndim = node.attrs.get("axes"), ins[0].aval.ndim
         if (axes is None and ndim <= 1) or axes == tuple(range(ndim)):
             candidates = [ins[0]]
+    elif name == "stack" and node.attrs.get("axis") == 0:
+        whole = _rows_in_order(ins)
+        candidates = [whole] if whole is not None else []
     elif name in ("reshape", "broadcast_to", "cast"):
         candidates = [ins[0]]  # only when nothing changes: the aval check below
     for ref in candidates:
         if ref.aval == node.aval:
             return ref
     return None
+
+
+def _rows_in_order(ins) -> Ref | None:
+    """``np.stack([x[0], x[1], ..., x[n - 1]])`` is ``x``: the array whose rows these are."""
+    whole = ins[0].node.inputs[0] if ins[0].node.op.name == "getitem" else None
+    if whole is None or whole.aval.shape[:1] != (len(ins),):
+        return None
+    for i, ref in enumerate(ins):
+        node = ref.node
+        if (node.op.name != "getitem" or len(node.inputs) != 1 or node.inputs[0] != whole
+                or node.attrs["index"] not in ((i,), (i - len(ins),))):
+            return None
+    return whole
 
 
 def _owned_by_caller(ref: Ref) -> bool:
@@ -83,6 +103,24 @@ def _unbroadcast(node: Node) -> Node | None:
     return None
 
 
+def _collapsed_view(node: Node) -> Node | None:
+    """``x.T.T`` is ``np.transpose(x, (0, 1))`` (which ``_identity`` then drops), and
+    ``x.reshape(a).reshape(b)`` is ``x.reshape(b)``: one view of x instead of two."""
+    name = node.op.name
+    if name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name:
+        return None
+    inner = node.inputs[0].node
+    x = inner.inputs[0]
+    if name == "reshape":
+        attrs = node.attrs
+    else:
+        first = inner.attrs.get("axes") or tuple(reversed(range(x.aval.ndim)))
+        second = node.attrs.get("axes") or tuple(reversed(range(len(first))))
+        attrs = {**node.attrs, "axes": tuple(first[i] for i in second)}
+    return Node(node.op, (x,), attrs, node.avals, node.loc, node.name, node.role,
+                origin=node.origin)
+
+
 def fold(graph: Graph) -> tuple[Graph, bool]:
     rw = Rewriter(graph)
     outputs = set()  # what the caller gets back, seen through adjoint (an identity with a name)
@@ -104,6 +142,22 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             rw.replace(node, same)
             if new.name and same.node.name is None and same.node.role == new.role:
                 same.node.name = new.name
+            continue
+        outward = broadcast_outward(new)
+        if outward is not None:
+            added, ref = outward
+            rw.add(added)
+            rw.replace(node, ref)
+            continue
+        collapsed = _collapsed_view(new)
+        if collapsed is not None:
+            rw.add([collapsed])
+            rw.replace(node, collapsed.out)
+            continue
+        shed = seed_outward(new)
+        if shed is not None:
+            rw.add(shed)
+            rw.replace(node, shed[-1].out)
             continue
         simpler = _unbroadcast(new)
         if simpler is not None:

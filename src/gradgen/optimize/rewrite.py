@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 from ..ir import Graph, Node, Ref
 
 
@@ -36,6 +38,18 @@ class Rewriter:
 
     def keep(self, node: Node) -> None:
         self.nodes.append(node)
+
+    def add(self, nodes) -> None:
+        """Keep new nodes a pass built, with their values when the graph carries values."""
+        for node in nodes:
+            if self.values is not None:
+                args = [self.values.get(r.node) for r in node.inputs]
+                if node.op.name == "const":
+                    self.values[node] = node.attrs["value"]
+                elif all(a is not None for a in args):
+                    with np.errstate(all="ignore"):
+                        self.values[node] = node.op.impl(*args, **node.attrs)
+            self.nodes.append(node)
 
     def replace(self, node: Node, ref: Ref) -> None:
         """Every reader of ``node`` (single output) reads ``ref`` instead."""

@@ -1,0 +1,115 @@
+"""Scalars stay scalars: broadcasts of scalars, and the seed of ``grad``, moved out of the
+elementwise arithmetic of arrays, so ``np.broadcast_to(grad_out, S) * 2 * y`` is ``2 * y``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Node, Ref, aval_of
+from ..ops import OPS
+
+
+def _is_const(ref: Ref) -> bool:
+    return ref.node.op.name == "const"
+
+
+def _stand_in(aval):
+    return aval.py(1) if aval.py is not None else np.ones(aval.shape, aval.dtype)[()]
+
+
+def broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
+    """An elementwise op of scalars and broadcasts of scalars, ``broadcast_to(g, S) * 2``,
+    is the broadcast of the scalar result, ``broadcast_to(g * 2, S)``: one multiplication
+    instead of S, then ``broadcast_to(c, S) * y`` loses the broadcast (fold's ``_unbroadcast``).
+    A seed times c is c itself (the seed of ``grad`` is 1), however NumPy types the product.
+    Returns the new nodes (the scalar op and the broadcast) and the broadcast."""
+    if not node.op.elementwise or not node.aval.shape:
+        return None
+    scalars, broadcast = [], False
+    for ref in node.inputs:
+        if ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ():
+            scalars.append(ref.node.inputs[0])
+            broadcast = True
+        elif ref.aval.shape == ():
+            scalars.append(ref)
+        else:
+            return None
+    if not broadcast:
+        return None
+
+    def broadcasts_as(ref: Ref) -> bool:  # np.broadcast_to(ref, S) has the node's dtype
+        return np.asarray(_stand_in(ref.aval)).dtype == node.aval.dtype
+
+    nodes: list[Node] = []
+    seeds = [i for i, r in enumerate(scalars) if r.node.op.name == "seed"]
+    if node.op.name == "mul" and seeds and broadcasts_as(scalars[1 - seeds[0]]):  # 1 * k
+        scalar = scalars[1 - seeds[0]]
+    else:
+        with np.errstate(all="ignore"):
+            try:
+                aval = aval_of(node.op.impl(*map(_stand_in, (r.aval for r in scalars)),
+                                            **node.attrs))
+            except Exception:  # noqa: BLE001 - not an op of plain scalars after all
+                return None
+        inner = Node(node.op, tuple(scalars), node.attrs, (aval,), node.loc, None, node.role,
+                     origin=node.origin)
+        nodes.append(inner)
+        scalar = inner.out
+        if not broadcasts_as(scalar):
+            return None  # float32 code: a Python float broadcast would come out float64
+    out = Node(OPS["broadcast_to"], (scalar,), {"shape": node.aval.shape}, node.avals, node.loc,
+               node.name, node.role, origin=node.origin)
+    return [*nodes, out], out.out
+
+
+def _seed_times(ref: Ref) -> Ref | None:
+    """k when ``ref`` is ``seed * k`` (or ``k * seed``): the seed of ``grad`` is 1."""
+    node = ref.node
+    if node.op.name != "mul":
+        return None
+    a, b = node.inputs
+    return b if a.node.op.name == "seed" else a if b.node.op.name == "seed" else None
+
+
+def _scalar_aval(op, refs, attrs):
+    with np.errstate(all="ignore"):
+        try:
+            return aval_of(op.impl(*(_stand_in(r.aval) for r in refs), **attrs))
+        except Exception:  # noqa: BLE001 - not an op of plain scalars after all
+            return None
+
+
+def seed_outward(node: Node) -> list[Node] | None:
+    """``seed * 2 * 3`` is ``seed * 6`` exactly (the seed is 1), and ``seed * k * y`` for an
+    array y is ``k * y``: a product that starts from the seed sheds it. Returns the
+    new nodes, the last one standing for ``node``."""
+    if node.op.name not in ("mul", "div") or len(node.inputs) != 2:
+        return None
+    for i, ref in enumerate(node.inputs):
+        k = _seed_times(ref)
+        if k is None or (node.op.name == "div" and i == 1):
+            continue
+        others = list(node.inputs)
+        others[i] = k
+        if node.aval.shape:  # an array: the seed's scalar type no longer matters
+            if _scalar_aval(node.op, others, node.attrs) is None or k.aval.shape:
+                return None
+            if np.result_type(_stand_in(k.aval), *(np.zeros(0, r.aval.dtype) for r in others
+                                                   if r is not k)) != node.aval.dtype:
+                return None
+            return [node.with_inputs(others)]
+        if not all(_is_const(r) for r in others):
+            return None  # scalar code keeps its products as written
+        aval = _scalar_aval(node.op, others, node.attrs)
+        seed = ref.node.inputs[0] if ref.node.inputs[0].node.op.name == "seed" else (
+            ref.node.inputs[1])
+        if aval is None:
+            return None
+        inner = Node(node.op, tuple(others), node.attrs, (aval,), node.loc, None, node.role,
+                     origin=node.origin)
+        if _scalar_aval(OPS["mul"], (seed, inner.out), {}) != node.aval:
+            return None
+        outer = Node(OPS["mul"], (seed, inner.out), {}, node.avals, node.loc, node.name,
+                     node.role, origin=node.origin)
+        return [inner, outer]
+    return None
