@@ -41,7 +41,7 @@ import warnings
 import numpy as np
 
 from .errors import GradgenError
-from .ir import Aval, Node, Ref
+from .ir import Aval, Node, Ref, aval_of
 
 
 class Pending:
@@ -88,6 +88,22 @@ def stand_in(value, ref: Ref):
     if type(value) is not Pending:
         return value
     return shaped_like(ref.aval, value.arrays[ref.index])
+
+
+def abstract_value(op, shaped_ins, attrs) -> tuple[list[Aval], Pending] | None:
+    """``op``'s avals and Pending value from its abstract rule on shaped inputs, or None
+    when it has no rule or the rule cannot tell."""
+    if op.abstract is None:
+        return None
+    shaped = op.abstract(op, *shaped_ins, **attrs)
+    if shaped is None:
+        return None
+    outs = shaped if op.n_out > 1 else (shaped,)
+    avals = [aval_of(o) for o in outs]
+    # a view when the rule handed back (a view of) a known array: never of a stand-in
+    return avals, Pending(tuple(isinstance(o, np.ndarray) for o in outs),
+                          tuple(isinstance(o, np.ndarray) and o.base is not None
+                                and not is_stand_in(o) for o in outs))
 
 
 def made_as_view(values: dict, ref: Ref) -> bool:

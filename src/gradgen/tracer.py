@@ -8,7 +8,7 @@ from typing import Self
 
 import numpy as np
 
-from .abstract import Pending, concrete, is_stand_in, stand_in
+from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
@@ -223,16 +223,11 @@ def _bind_abstract(trace, op, values, refs, attrs, args, pending):
         return None
     if not pending and all(r.aval.shape == () for r in refs):
         return None
-    shaped = op.abstract(op, *(stand_in(v, r) for v, r in zip(values, refs, strict=True)),
-                         **attrs)
-    if shaped is None:
+    found = abstract_value(op, [stand_in(v, r) for v, r in zip(values, refs, strict=True)],
+                           attrs)
+    if found is None:
         return None
-    outs = shaped if op.n_out > 1 else (shaped,)
-    avals = [aval_of(o) for o in outs]
-    # a view when the rule handed back (a view of) a known array: never of a stand-in
-    value = Pending(tuple(isinstance(o, np.ndarray) for o in outs),
-                    tuple(isinstance(o, np.ndarray) and o.base is not None
-                          and not is_stand_in(o) for o in outs))
+    avals, value = found
     node = trace.add(op, refs, attrs, avals)
     trace.values[node] = value
     if op.n_out > 1:
