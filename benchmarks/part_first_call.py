@@ -96,7 +96,7 @@ def measure(ctx: Context, sizes: list[int], repeats: dict[int, int]) -> list[Siz
     fresh = FreshModules()
     rows = [Size(kind, n) for kind in ("unrolled", "loop") for n in sizes]
     with stages.StageTimer() as timer:
-        for kind in ("unrolled", "loop"):  # imports, op tables, libcst: not per-op costs
+        for kind in ("unrolled", "loop"):  # imports, op tables: not per-op costs
             gradgen.grad(fresh.load(kind, 20).f, argnums=ARGNUMS)(*POINT)
         for r in range(max(repeats.values())):
             for row in rows:

@@ -18,7 +18,8 @@ from typing import Self
 # stage -> the functions that implement it ("module:attribute"); a stage whose first list is
 # missing from this gradgen (a renamed function) falls back to the second
 STAGES: list[tuple[str, list[str], list[str]]] = [
-    ("source analysis", ["gradgen.source:_line_table_for_text"], ["gradgen.source:line_table"]),
+    ("source analysis", ["gradgen.source:analyse_code", "gradgen.source:analyse_file"],
+     ["gradgen.source:_line_table_for_text", "gradgen.source:line_table"]),
     ("trace", ["gradgen.tracing:trace_function"], []),
     ("reverse", ["gradgen.reverse:reverse"], []),
     ("optimize", ["gradgen.optimize:optimize", "gradgen.optimize:dce"], []),

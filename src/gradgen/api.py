@@ -193,7 +193,7 @@ class GradFunction:
 
     def _compile(self, args) -> _Path:
         built = self._build(args)
-        namespace = load_module(built.source, built.fname)
+        namespace = load_module(built.source, built.fname, f"{built.fname}_{self.kind}")
         guard = namespace.get("GuardFailure", _NeverRaised)
         non_finite = namespace.get("NonFiniteGradient", _NeverRaised)
         return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built, non_finite)
@@ -392,7 +392,7 @@ def vjp(fn, *args):
         by_input.update(built.forward.meta.get("captured", {}))
         outs = replay(_forward_only(built.forward), by_input)
         return unflatten(out_tree, outs), _Pullback(fn, args, built, None, ())
-    namespace = load_module(built.source, built.fname)
+    namespace = load_module(built.source, built.fname, f"{built.fname}_vjp")
     outputs = unflatten(out_tree, [value_of(values, r) for r in built.forward.outputs])
     call = namespace[f"{built.fname}_vjp"]
     return outputs, _Pullback(fn, args, built, call, namespace.get("GuardFailure", ()))

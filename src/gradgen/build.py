@@ -21,6 +21,7 @@ from .ops.core import literal
 from .optimize import dce, optimize, own_outputs
 from .pytree import LEAF, TreeDef, format_structure
 from .reverse import reverse
+from .source import function_source
 from .tracing import Leaf, flatten_arguments, function_loc, parameter_names, trace_function
 
 
@@ -163,10 +164,14 @@ def display_path(fn) -> str:
 
 def source_hash(fn) -> str:
     """A short hash of the function's source text, so a generated file can tell it is stale."""
-    try:
-        text = inspect.getsource(inspect.unwrap(fn))
-    except (OSError, TypeError):
-        return "unavailable (no source)"
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    text = function_source(code) if code is not None else None
+    if text is None:  # a lambda or a one-line def: inspect tokenizes the file to find it
+        try:
+            text = inspect.getsource(fn)
+        except (OSError, TypeError):
+            return "unavailable (no source)"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

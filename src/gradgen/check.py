@@ -140,7 +140,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
 
     nums, as_tuple = _normalize_argnums(argnums)
     built = build(fn, args, Request(nums, as_tuple))
-    namespace = load_module(built.source, built.fname)
+    namespace = load_module(built.source, built.fname, f"{built.fname}_grad")
     grad_fn = namespace[f"{built.fname}_grad"]
     guard_failure = namespace.get("GuardFailure", ())
     forward = built.forward

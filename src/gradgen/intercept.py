@@ -16,7 +16,7 @@ from .source import current_loc
 from .tracer import Tracer, from_nested, has_traced, plain_values
 
 # Modules whose functions are never copied: we trace through their public entry points.
-_OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "libcst", "builtins"} | set(
+_OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
     sys.stdlib_module_names)
 
 

@@ -120,6 +120,9 @@ class _Close:
 
 # --- the printer -------------------------------------------------------------------------------
 
+_LIST_ITERATOR = type(iter([]))
+_DONE = object()  # the end of a list being measured
+
 
 class _Printer:
     def __init__(self, width: int):
@@ -239,7 +242,15 @@ class _Printer:
                 if col > self.width and measure != OVERFLOW:
                     return False
             elif isinstance(doc, list):
-                todo.extend((ind, mode, measure, d) for d in reversed(doc))
+                # one item at a time: a long sum stops being measured at the width, not
+                # after all its terms were queued (measuring was quadratic in its length)
+                if doc:
+                    todo.append((ind, mode, measure, iter(doc)))
+            elif type(doc) is _LIST_ITERATOR:
+                item = next(doc, _DONE)
+                if item is not _DONE:
+                    todo.append((ind, mode, measure, doc))
+                    todo.append((ind, mode, measure, item))
             elif isinstance(doc, _Line):
                 if mode == FLAT and doc is not HARD:
                     if doc is SPACE:
@@ -636,10 +647,16 @@ def lay_out(line: str, indent: int = 0, width: int = WIDTH) -> str:
     if fits(line, indent, "", width):
         return line
     code, comment = line, ""
-    for tok in tokenize.generate_tokens(io.StringIO(line).readline):
-        if tok.type == tokenize.COMMENT:
-            code, comment = line[:tok.start[1]].rstrip(), tok.string
-            break
+    if "#" not in line:
+        pass
+    elif "'" not in line and '"' not in line:  # no string: the comment starts at the first #
+        at = line.index("#")
+        code, comment = line[:at].rstrip(), line[at:]
+    else:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                code, comment = line[:tok.start[1]].rstrip(), tok.string
+                break
     return statement(code, indent, comment, width)
 
 

@@ -1,67 +1,194 @@
-"""libcst over a source text: for each line, the targets it assigns and its branch test."""
+"""The standard library's ast over source lines: per line, the targets it assigns, its
+statement and its branch test.
+
+Only statements are visited (never expressions), so a table costs a few microseconds per
+line; ``source.py`` decides which lines to parse (one function, or the whole file).
+"""
 
 from __future__ import annotations
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+import ast
 
 from .source import LineInfo
 
-
-class _LineCollector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self, module: cst.Module):
-        self.module = module
-        self.lines: dict[int, LineInfo] = {}
-
-    def _span(self, node):
-        pos = self.get_metadata(PositionProvider, node)
-        return pos.start.line, pos.end.line
-
-    def _code(self, node) -> str:
-        return " ".join(self.module.code_for_node(node).split())
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        first, last = self._span(node)
-        for small in node.body:
-            targets: tuple[str, ...] = ()
-            if isinstance(small, cst.Assign):
-                names = [t.target for t in small.targets]
-                if len(names) == 1 and isinstance(names[0], cst.Name):
-                    targets = (names[0].value,)
-                elif len(names) == 1 and isinstance(names[0], cst.Tuple | cst.List):
-                    elts = [e.value for e in names[0].elements]
-                    if all(isinstance(e, cst.Name) for e in elts):
-                        targets = tuple(e.value for e in elts)
-            elif isinstance(small, cst.AugAssign | cst.AnnAssign) and isinstance(
-                    small.target, cst.Name):
-                targets = (small.target.value,)
-            info = LineInfo(targets, self._code(small))
-            for line in range(first, last + 1):
-                self.lines[line] = info
-
-    def _branch(self, node, test) -> None:
-        first, _ = self._span(node)
-        test_first, test_last = self._span(test)
-        info = LineInfo((), self._code(test), self._code(test))
-        for line in {first, *range(test_first, test_last + 1)}:
-            self.lines[line] = info
-
-    def visit_If(self, node: cst.If) -> None:
-        self._branch(node, node.test)
-
-    def visit_While(self, node: cst.While) -> None:
-        self._branch(node, node.test)
+# Statements that libcst called "small": one or more of them (``a = 1; b = 2``) make a line.
+_SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Pass,
+           ast.Break, ast.Continue, ast.Delete, ast.Import, ast.ImportFrom, ast.Global,
+           ast.Nonlocal, ast.Raise, ast.Assert)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def line_table_of(text: str) -> dict[int, LineInfo]:
-    """Line number -> what the line assigns, its statement, and its branch test."""
+def parse_def(lines: list[str], first: int) -> ast.stmt | None:
+    """The ``def`` (with its decorators) that starts at line ``first`` (1-based), parsed from
+    its own lines only; None when that is not a function with its body on later lines (a
+    lambda, a comprehension, module code), so the caller parses the whole file instead."""
+    if not 0 < first <= len(lines):
+        return None
+    head = lines[first - 1]
+    stripped = head.lstrip()
+    if not stripped.startswith(("def ", "async ", "@")):
+        return None
+    indent = len(head) - len(stripped)
+    end = first
+    while stripped.startswith("@") and end < len(lines):  # decorators, then the def line
+        stripped = lines[end].lstrip()
+        end += 1
+    # The block ends before the next line of code indented no deeper than the def (a closing
+    # bracket of its header, ``):``, does not end it); a string or bracket that goes on at a
+    # smaller indent makes the guess unparsable, never wrong.
+    while end < len(lines):
+        line = lines[end]
+        text = line.lstrip()
+        if (text and text[0] not in "#)]}" and len(line) - len(text) <= indent):
+            break
+        end += 1
+    # Blank lines before the def keep the file's line numbers; "if 1:" admits an indented def.
+    prefix = "\n" * (first - 2) + "if 1:\n" if indent else "\n" * (first - 1)
     try:
-        module = cst.parse_module(text)
-    except Exception:  # noqa: BLE001 - unparsable source only costs names, never correctness
-        return {}
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    collector = _LineCollector(wrapper.module)
-    wrapper.visit(collector)
-    return collector.lines
+        module = ast.parse(prefix + "".join(lines[first - 1:end]))
+    except (SyntaxError, ValueError):
+        return None
+    body = module.body[0].body if indent else module.body
+    if len(body) != 1 or not isinstance(body[0], _DEFS):
+        return None
+    node = body[0]
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    if start != first or not node.body or node.body[0].lineno == _header_end(node):
+        return None
+    return node
+
+
+def parse_file(lines: list[str]) -> list[ast.stmt]:
+    try:
+        return ast.parse("".join(lines)).body
+    except (SyntaxError, ValueError):  # unparsable source only costs names, never correctness
+        return []
+
+
+def _header_end(node) -> int:
+    """The line of a def's colon, as far as statements can tell: its body's first line when
+    that shares the line (``def f(x): return x``)."""
+    return node.body[0].lineno if node.body[0].lineno == node.lineno else -1
+
+
+def block_end(lines: list[str], node) -> int:
+    """The last line ``inspect.getsource`` gives for a parsed def: its last statement, then
+    comment lines indented like its body up to the next code (as ``inspect.BlockFinder``)."""
+    last = node.end_lineno
+    body_col = node.body[0].col_offset
+    k = last
+    while k < len(lines):
+        text = lines[k].lstrip()
+        if text.startswith("#"):
+            if len(lines[k]) - len(text) >= body_col:
+                last = k + 1
+        elif text:
+            break
+        k += 1
+    return last
+
+
+def line_table_of(statements: list[ast.stmt], lines: list[str],
+                  table: dict[int, LineInfo]) -> None:
+    """Fill ``table`` (line number -> LineInfo) for ``statements`` and everything inside."""
+    text = _Text(lines)
+    pending = [statements]
+    while pending:
+        body = pending.pop()
+        group: list[ast.stmt] = []  # simple statements sharing a line: ``a = 1; b = 2``
+        for stmt in body:
+            if isinstance(stmt, _SIMPLE):
+                if group and group[-1].end_lineno == stmt.lineno:
+                    group.append(stmt)
+                    continue
+                _record(group, text, table)
+                group = [stmt]
+                continue
+            _record(group, text, table)
+            group = []
+            if isinstance(stmt, ast.If | ast.While):
+                test = text.condition(stmt)
+                info = LineInfo((), test, test)
+                for line in {stmt.lineno, *range(stmt.test.lineno, stmt.test.end_lineno + 1)}:
+                    table[line] = info
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field, None)
+                if inner:
+                    pending.append(inner)
+            for part in getattr(stmt, "handlers", ()) or getattr(stmt, "cases", ()):
+                pending.append(part.body)
+        _record(group, text, table)
+
+
+def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> None:
+    """One line of simple statements: every line it spans says what its last statement does
+    (a statement after ``if c:`` on the same line belongs to the if, and says nothing)."""
+    if not group or not text.starts_line(group[0]):
+        return
+    stmt = group[-1]
+    info = LineInfo(_targets(stmt), text.code(stmt))
+    for line in range(group[0].lineno, stmt.end_lineno + 1):
+        table[line] = info
+
+
+def _targets(stmt: ast.stmt) -> tuple[str, ...]:
+    if isinstance(stmt, ast.Assign):
+        if len(stmt.targets) != 1:
+            return ()  # a = b = value: no one name for the value
+        target = stmt.targets[0]
+        if isinstance(target, ast.Name):
+            return (target.id,)
+        if isinstance(target, ast.Tuple | ast.List):
+            elts = [e.value if isinstance(e, ast.Starred) else e for e in target.elts]
+            if all(isinstance(e, ast.Name) for e in elts):
+                return tuple(e.id for e in elts)
+        return ()
+    if isinstance(stmt, ast.AugAssign | ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return (stmt.target.id,)
+    return ()
+
+
+class _Text:
+    """Source text of ast nodes, whitespace collapsed to single spaces (offsets are UTF-8)."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+    def starts_line(self, stmt: ast.stmt) -> bool:
+        line = self.lines[stmt.lineno - 1]
+        return not line[:stmt.col_offset].strip() if line.isascii() else not (
+            line.encode()[:stmt.col_offset].strip())
+
+    def segment(self, first: int, col: int, last: int, end_col: int) -> str:
+        lines = self.lines[first - 1:last]
+        if all(line.isascii() for line in lines):
+            if first == last:
+                return lines[0][col:end_col]
+            return lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+        data = [line.encode() for line in lines]
+        if first == last:
+            return data[0][col:end_col].decode()
+        return (data[0][col:] + b"".join(data[1:-1]) + data[-1][:end_col]).decode()
+
+    def code(self, node) -> str:
+        return " ".join(self.segment(node.lineno, node.col_offset, node.end_lineno,
+                                     node.end_col_offset).split())
+
+    def condition(self, stmt) -> str:
+        """A branch test as written, with the parentheses around it: ``if (x > 0):``."""
+        test = stmt.test
+        first = stmt.lineno
+        last = max(test.end_lineno, stmt.body[0].lineno - 1)  # the header, up to its colon
+        data = "".join(self.lines[first - 1:last]).encode()
+        starts = [0]
+        for line in self.lines[first - 1:last - 1]:
+            starts.append(starts[-1] + len(line.encode()))
+        begin = starts[test.lineno - first] + test.col_offset
+        end = starts[test.end_lineno - first] + test.end_col_offset
+        while True:
+            before, after = data[:begin].rstrip(), data[end:].lstrip()
+            if not (before.endswith(b"(") and after.startswith(b")")):
+                break
+            begin = len(before) - 1
+            end = len(data) - len(after) + 1
+        return " ".join(data[begin:end].decode().split())

@@ -6,6 +6,7 @@ import keyword
 import re
 
 from .ir import Node
+from .source import line_targets
 
 # Names the emitted code itself uses, so a user variable can never shadow them.
 RESERVED = {"math", "np", "numpy", "GuardFailure", "float", "abs", "round", "self"}
@@ -81,10 +82,7 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
 def _line_targets(node: Node) -> tuple[str, ...]:
     if node.loc is None:
         return ()
-    from .source import line_table
-
-    info = line_table(node.loc.file).get(node.loc.line)
-    return info.targets if info else ()
+    return line_targets(node.loc.file, node.loc.line)
 
 
 def part_name(index: tuple) -> str:

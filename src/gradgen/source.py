@@ -7,6 +7,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,9 @@ _LIBRARY_DIRS = tuple(sorted({
 }))
 
 
+_basename = functools.lru_cache(maxsize=1024)(os.path.basename)  # once per statement emitted
+
+
 @dataclass(frozen=True, slots=True)
 class SourceLoc:
     """A user source position: the innermost frame outside gradgen and NumPy."""
@@ -32,7 +36,7 @@ class SourceLoc:
 
     @property
     def short(self) -> str:
-        return f"{os.path.basename(self.file)}:{self.line}"
+        return f"{_basename(self.file)}:{self.line}"
 
     def __str__(self) -> str:
         return self.short
@@ -64,7 +68,35 @@ def user_frame(start=None):
 def loc_of_frame(frame) -> SourceLoc | None:
     if frame is None:
         return None
-    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
+
+
+# Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
+# a long unrolled function each lookup costs as much as the function is long (0.7 ms at
+# 20,000 lines). A long function's table is read once into a list, indexed by instruction.
+_LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
+# id(code) -> (weak reference to the code, line per instruction); code objects hash by their
+# whole contents, so they are not keys themselves
+_LINES_OF_CODE: dict[int, tuple[weakref.ref, list]] = {}
+
+
+def frame_line(frame) -> int:
+    """``frame.f_lineno``, in constant time however long the frame's function is."""
+    code = frame.f_code
+    if len(code.co_code) < _LONG_CODE:
+        return frame.f_lineno
+    known = _LINES_OF_CODE.get(id(code))
+    if known is None or known[0]() is not code:
+        key = id(code)
+        lines = [None] * (len(code.co_code) // 2)
+        for start, end, line in code.co_lines():
+            lines[start // 2:end // 2] = [line] * ((end - start) // 2)
+        known = _LINES_OF_CODE[key] = (
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), lines)
+    lines = known[1]
+    lasti = frame.f_lasti // 2
+    line = lines[lasti] if 0 <= lasti < len(lines) else None
+    return line if line is not None else frame.f_lineno
 
 
 def current_loc() -> SourceLoc | None:
@@ -83,30 +115,93 @@ class LineInfo:
     condition: str | None = None
 
 
-@functools.lru_cache(maxsize=256)
-def _line_table_for_text(text: str) -> dict[int, LineInfo]:
-    from .linemap import line_table_of  # libcst loads only when names are first needed
+class _FileLines:
+    """What is known of one file's lines: parsed a function at a time (the ones traced), or
+    whole when a line outside them is asked about."""
 
-    return line_table_of(text)
+    __slots__ = ("blocks", "covered", "lines", "table", "whole")
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines  # linecache's list: a new one means the file changed
+        self.table: dict[int, LineInfo] = {}
+        self.covered: set[int] = set()  # lines whose statements are in the table
+        self.blocks: dict[int, int] = {}  # first line of a parsed def -> its last line
+        self.whole = False
 
 
-_TABLES: dict[str, tuple[list[str], dict[int, LineInfo]]] = {}
+_FILES: dict[str, _FileLines] = {}
 
 
-def line_table(filename: str) -> dict[int, LineInfo]:
-    """Line number -> LineInfo for a file (or notebook cell) known to linecache; {} if none."""
+def _file_lines(filename: str) -> _FileLines:
     lines = linecache.getlines(filename)
-    hit = _TABLES.get(filename)
-    if hit is not None and hit[0] is lines:  # linecache hands back the same list until reload
-        return hit[1]
-    table = _line_table_for_text("".join(lines)) if lines else {}
-    _TABLES[filename] = (lines, table)
-    return table
+    known = _FILES.get(filename)
+    if known is not None and known.lines is lines:  # linecache keeps the list until reload
+        return known
+    known = _FILES[filename] = _FileLines(lines)
+    return known
+
+
+def refresh(filename: str) -> None:
+    """Forget what a file said if it changed on disk since (one stat, as inspect does)."""
+    linecache.checkcache(filename)
+
+
+def analyse_code(code) -> dict[int, LineInfo]:
+    """Line number -> LineInfo for the file of a code object, covering at least the lines of
+    its function: only that function is parsed, unless it is a lambda or module code."""
+    known = _file_lines(code.co_filename)
+    first = code.co_firstlineno
+    if known.whole or first in known.covered:
+        return known.table
+    from . import linemap
+
+    node = linemap.parse_def(known.lines, first)
+    if node is None:
+        return analyse_file(code.co_filename)
+    linemap.line_table_of([node], known.lines, known.table)
+    known.covered.update(range(first, node.end_lineno + 1))
+    known.blocks[first] = linemap.block_end(known.lines, node)
+    return known.table
+
+
+def analyse_file(filename: str) -> dict[int, LineInfo]:
+    """Line number -> LineInfo for a whole file (or notebook cell); {} if it has no source."""
+    known = _file_lines(filename)
+    if not known.whole:
+        from . import linemap
+
+        known.table.clear()  # the same statements again, from the whole file
+        linemap.line_table_of(linemap.parse_file(known.lines), known.lines, known.table)
+        known.whole = True
+    return known.table
 
 
 def line_info(filename: str, line: int) -> LineInfo:
-    return line_table(filename).get(line) or LineInfo((), linecache.getline(filename, line).strip())
+    known = _file_lines(filename)
+    if not known.whole and line not in known.covered:
+        analyse_file(filename)
+    return known.table.get(line) or LineInfo((), linecache.getline(filename, line).strip())
+
+
+def line_targets(filename: str, line: int) -> tuple[str, ...]:
+    return line_info(filename, line).targets
 
 
 def statement_text(filename: str, line: int) -> str:
     return line_info(filename, line).statement
+
+
+def function_source(code) -> str | None:
+    """The text ``inspect.getsource`` gives for a function's code, from the lines parsed for
+    names (no tokenizing); None when only inspect knows (a lambda, a one-line def)."""
+    known = _file_lines(code.co_filename)
+    first = code.co_firstlineno
+    last = known.blocks.get(first)
+    if last is None:
+        from . import linemap
+
+        node = linemap.parse_def(known.lines, first)
+        if node is None:
+            return None
+        last = known.blocks[first] = linemap.block_end(known.lines, node)
+    return "".join(known.lines[first - 1:last])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from typing import Self
@@ -12,7 +13,7 @@ from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
-from .source import current_loc
+from .source import SourceLoc, current_loc, frame_line, is_user_file
 
 _state = threading.local()
 
@@ -33,6 +34,26 @@ class at_loc:
 
     def __exit__(self, *exc):
         _state.loc, _state.origin = self.saved
+
+
+def set_watcher(watch) -> None:
+    """``watch(frame, callee)`` is told the user frame each recorded value comes from (the
+    naming observer, tracing.BindingObserver), in this thread; None stops it."""
+    _state.watch = watch
+
+
+def _user_loc() -> SourceLoc | None:
+    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame."""
+    frame = sys._getframe(2)
+    callee = None
+    while frame is not None and not is_user_file(frame.f_code.co_filename):
+        callee, frame = frame, frame.f_back
+    if frame is None:
+        return None
+    watch = getattr(_state, "watch", None)
+    if watch is not None:
+        watch(frame, callee)
+    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
 
 
 def _stack() -> list[Trace]:
@@ -80,7 +101,7 @@ class Trace:
     # --- recording -------------------------------------------------------------------------
 
     def add(self, op, inputs, attrs, avals, name=None, role=None) -> Node:
-        loc = getattr(_state, "loc", None) or current_loc()
+        loc = getattr(_state, "loc", None) or _user_loc()
         node = Node(op, inputs, attrs, avals, loc, name, role or self.role,
                     origin=getattr(_state, "origin", None))
         self.nodes.append(node)
@@ -120,6 +141,7 @@ class Trace:
         """A NumPy array made inside the traced code (np.zeros, np.array, ...): a constant that
         becomes a traced value once a traced value is written into it (``h[t] = ...``)."""
         aval = aval_of(value)
+        _user_loc()  # the line that made it may be the one naming it: h = np.zeros(n)
         node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
         self.nodes.append(node)
         self.values[node] = value

@@ -13,80 +13,124 @@ from .errors import GradgenError
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, is_user_file, line_table
-from .tracer import Trace, Tracer
+from .source import SourceLoc, analyse_code, frame_line, is_user_file, refresh
+from .tracer import Trace, Tracer, set_watcher
 
 
 class _FrameNames:
     """Per user frame: the line running now, and finished assignment lines not yet matched
     with the values they bound."""
 
-    __slots__ = ("finished", "first", "line", "targets")
+    __slots__ = ("callee", "finished", "first", "lasti", "line", "table", "targets")
 
-    def __init__(self):
-        self.line = None
-        self.first = 0
+    def __init__(self, frame, callee, table):
+        self.table = table  # line -> LineInfo of the frame's file
+        self.line = frame_line(frame)
+        self.lasti = frame.f_lasti
+        self.callee = callee  # the frame it was calling when last seen
+        self.first = SERIALS.peek  # the first node the running line may have made
         self.finished: list[tuple[tuple[str, ...], int, int]] = []
         self.targets: set[str] = set()
 
 
 class BindingObserver:
-    """Learns which value each assignment bound, by watching the user's frames line by line.
+    """Learns which value each assignment bound, from the user's frames as values are made.
 
-    A finished assignment line is remembered with the serial numbers of the nodes created while
-    it ran. The frame's locals are read (one snapshot, as Python 3.11 copies them all) only when
-    a remembered target is about to be assigned again, or when the frame returns; a tracer
-    created during that line then gets the target as its name. So straight-line code costs one
-    snapshot, and a loop one per iteration. Outer frames finish later and win, so
-    ``y = helper(x)`` names the value ``y``. Installed only when no other tracer (debugger,
-    coverage) is active; without it names fall back gracefully and gradients are unaffected.
+    Each time a traced value is about to be recorded, the user frames on the stack are
+    compared with what they were running at the previous record: a frame that moved to
+    another line, or ran the same line again (a loop: its instruction offset went back, or
+    the same call instruction made a new call), has finished its previous line, which is
+    remembered with the serial numbers of the nodes made while it ran. Lines that made no
+    value are never looked at, and nothing runs between records: no ``sys.settrace``.
+
+    The frame's locals are read (one snapshot, as Python 3.11 copies them all) only when a
+    remembered target is about to be assigned again, or when the frame has returned; a
+    tracer created during that line then gets the target as its name. So straight-line code
+    costs one snapshot, and a loop one per iteration. Outer frames finish later and win, so
+    ``y = helper(x)`` names the value ``y``. Without it names fall back gracefully and
+    gradients are unaffected.
     """
 
     _active: BindingObserver | None = None
 
     def __init__(self):
         self.frames: dict[types.FrameType, _FrameNames] = {}
+        self.stack: list[types.FrameType] = []  # the frames in self.frames, outermost first
+        self.boundary = None  # the frame that started the trace: never walked past
         self.installed = False
+        self.outer: BindingObserver | None = None
 
     def __enter__(self):
-        if BindingObserver._active is None and sys.gettrace() is None:
+        # A trace inside a trace (grad of a function that calls grad) names its own values;
+        # anything else already set here means "keep out" (benchmarks measure without us).
+        outer = BindingObserver._active
+        if outer is None or isinstance(outer, BindingObserver):
+            self.outer = outer
             BindingObserver._active = self
             self.installed = True
-            sys.settrace(self._on_call)
+            self.boundary = sys._getframe(1)
+            set_watcher(self.see)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         if self.installed:
-            sys.settrace(None)
-            BindingObserver._active = None
-            self.frames.clear()
+            set_watcher(self.outer.see if self.outer is not None else None)
+            BindingObserver._active = self.outer
+            try:
+                if exc_type is None:
+                    self._returned(0)
+            finally:
+                self.frames.clear()
+                self.stack.clear()
+                self.boundary = None
 
-    def _on_call(self, frame, event, arg):
-        if is_user_file(frame.f_code.co_filename):
-            return self._on_event
-        return None
-
-    def _on_event(self, frame, event, arg):
-        if event != "line" and event != "return":
-            return self._on_event
+    def see(self, frame, callee) -> None:
+        """A value is about to be recorded from user ``frame``, inside its call ``callee``."""
         state = self.frames.get(frame)
-        if state is None:
-            state = self.frames[frame] = _FrameNames()
-        table = line_table(frame.f_code.co_filename)
-        if state.line is not None:  # the previous line of this frame has finished
-            info = table.get(state.line)
-            if info is not None and info.targets:
-                state.finished.append((info.targets, state.first, SERIALS.peek))
-                state.targets.update(info.targets)
-        if event == "return":
-            self._resolve(frame, state)
-            del self.frames[frame]
-            return self._on_event
-        info = table.get(frame.f_lineno)
+        if state is not None and frame is self.stack[-1]:
+            self._step(frame, state, callee)
+            return
+        new = []  # user frames not seen before, innermost first, with the frame each calls
+        known = frame
+        while known is not None and known is not self.boundary and known not in self.frames:
+            if is_user_file(known.f_code.co_filename):
+                new.append((known, callee))
+            callee, known = known, known.f_back
+        anchored = known is not None and known is not self.boundary
+        self._returned(self.stack.index(known) + 1 if anchored else 0)
+        if anchored:
+            self._step(known, self.frames[known], callee)
+        for user, calls in reversed(new):
+            self.frames[user] = _FrameNames(user, calls, analyse_code(user.f_code))
+            self.stack.append(user)
+
+    def _step(self, frame, state: _FrameNames, callee) -> None:
+        line, lasti = frame_line(frame), frame.f_lasti
+        if line == state.line and (lasti > state.lasti or lasti == state.lasti
+                                   and callee is state.callee):
+            state.lasti, state.callee = lasti, callee  # still the same run of the line
+            return
+        self._finish_line(state)
+        info = state.table.get(line)
         if info is not None and state.targets.intersection(info.targets):
             self._resolve(frame, state)  # before this line binds one of the names again
-        state.line, state.first = frame.f_lineno, SERIALS.peek
-        return self._on_event
+        state.line, state.lasti, state.callee = line, lasti, callee
+        state.first = SERIALS.peek
+
+    @staticmethod
+    def _finish_line(state: _FrameNames) -> None:
+        info = state.table.get(state.line)
+        if info is not None and info.targets:
+            state.finished.append((info.targets, state.first, SERIALS.peek))
+            state.targets.update(info.targets)
+
+    def _returned(self, depth: int) -> None:
+        """The frames above ``depth`` have returned: innermost first, what they bound."""
+        while len(self.stack) > depth:
+            frame = self.stack.pop()
+            state = self.frames.pop(frame)
+            self._finish_line(state)
+            self._resolve(frame, state)
 
     @staticmethod
     def _resolve(frame, state: _FrameNames) -> None:
@@ -208,6 +252,9 @@ def trace_function(fn, args, arg_names=None) -> Graph:
     arguments, become graph inputs named after the parameters (``params["W1"]`` -> ``W1``);
     anything else is passed through as a static value."""
     names = arg_names or parameter_names(fn, len(args))
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is not None:
+        refresh(code.co_filename)  # an edited file is read again, and its names with it
     leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
         trace.live = {}  # arrays the user's code drops are freed (see Trace.settle)

@@ -31,7 +31,7 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
             graph.verify()
         unchanged = 0 if changed else unchanged + 1
         if unchanged == len(PASSES):
-            break
+            return graph  # dce was among the passes that found nothing to do
     graph, _ = dce(graph)
     return graph
 

@@ -1,0 +1,239 @@
+"""Where a first call's time goes: per-stage breakdown and the per-op curve.
+
+    python benchmarks/first_call_profile.py                  # 1e2, 1e3, 1e4 ops, and JAX
+    python benchmarks/first_call_profile.py --sizes 100 100000 --no-jax
+
+For each size, a fresh unrolled scalar function (benchmarks/workload.py, the generator behind
+math200.py) is written to a new file with unique text, so no per-file cache helps, and
+``gradgen.grad(f, argnums=(0, 1, 2))`` is called once. The stages are timed by wrapping the
+functions ``gradgen.build`` and ``gradgen.api`` call (exclusive times: source analysis is not
+counted again inside trace):
+
+- source analysis: names and statements of the user's lines (``gradgen.source``);
+- trace: running f on tracers, with the binding observer that names values;
+- reverse, optimize, emit, source hash (``# Source sha256:`` header), compile (exec);
+- other: everything else in the call (argument checks, conversions, the first run).
+
+``observer`` is measured apart: the same trace again on the same file (source analysis now
+cached) with and without gradgen's line observer. With ``--jax``, the 200-op fixture's
+``jax.jit(jax.grad(f))`` first call (trace + compile) is measured side by side with gradgen's.
+Times are CPU seconds (``time.process_time``, which a loaded machine disturbs less than wall
+time; ``--wall`` for wall-clock), medians over ``--rounds`` fresh files.
+``run.py`` (part 2) reports the same per-op curve; this script is the one to profile with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import gc
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import workload
+
+import gradgen
+import gradgen.api
+import gradgen.build
+import gradgen.source
+import gradgen.tracing
+
+ARGNUMS = (0, 1, 2)
+POINT = workload.POINT
+
+# (module, attribute, stage): the calls whose time is a stage of the first call
+STAGES = [
+    (gradgen.tracing, "analyse_code", "source analysis"),
+    (gradgen.source, "analyse_file", "source analysis"),
+    (gradgen.build, "trace_function", "trace"),
+    (gradgen.build, "reverse", "reverse"),
+    (gradgen.build, "optimize", "optimize"),
+    (gradgen.build, "dce", "optimize"),
+    (gradgen.build, "emit_module", "emit"),
+    (gradgen.build, "source_hash", "source hash"),
+    (gradgen.api, "load_module", "compile"),
+]
+CLOCK = time.process_time  # --wall: time.perf_counter
+
+ORDER = ["source analysis", "trace", "reverse", "optimize", "emit", "source hash", "compile",
+         "other"]
+
+
+class StageClock:
+    """Exclusive wall time per stage: a stage called inside another is subtracted from it."""
+
+    def __init__(self):
+        self.totals: dict[str, float] = {}
+        self._stack: list[list] = []  # [stage, start, time spent in nested stages]
+
+    def wrap(self, fn, stage):
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            self._stack.append([stage, CLOCK(), 0.0])
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                name, start, nested = self._stack.pop()
+                spent = CLOCK() - start
+                self.totals[name] = self.totals.get(name, 0.0) + spent - nested
+                if self._stack:
+                    self._stack[-1][2] += spent
+
+        return timed
+
+    @contextlib.contextmanager
+    def installed(self):
+        saved = []
+        for module, attr, stage in STAGES:
+            fn = getattr(module, attr, None)
+            if fn is None:
+                continue  # a stage this version of gradgen does not have
+            saved.append((module, attr, fn))
+            setattr(module, attr, self.wrap(fn, stage))
+        try:
+            yield self
+        finally:
+            for module, attr, fn in saved:
+                setattr(module, attr, fn)
+
+
+class FreshModules:
+    """Each function in a new file with unique text: nothing cached makes a first call cheap."""
+
+    def __init__(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="gradgen-profile-")
+        self.count = 0
+        self.programs: dict[int, list] = {}
+
+    def load(self, n_ops: int) -> types.ModuleType:
+        self.count += 1
+        if n_ops not in self.programs:
+            self.programs[n_ops] = workload.generate(n_ops, seed=workload.FIXTURE_SEED)
+        text = (f'"""fresh copy {self.count} of a {n_ops}-op function"""\nimport math\n\n\n'
+                + workload.function_source(self.programs[n_ops]))
+        path = Path(self.dir.name) / f"profile_fresh_{self.count}.py"
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+def first_call(f) -> tuple[float, dict[str, float]]:
+    """Seconds of one fresh ``gradgen.grad`` call, and its stages."""
+    gc.collect()
+    with StageClock().installed() as clock:
+        start = CLOCK()
+        gradgen.grad(f, argnums=ARGNUMS)(*POINT)
+        total = CLOCK() - start
+    stages = dict(clock.totals)
+    stages["other"] = total - sum(stages.values())
+    return total, stages
+
+
+@contextlib.contextmanager
+def observer_off():
+    """Keep gradgen's line observer out, as gradgen does when another tracer is active."""
+    observer = getattr(gradgen.tracing, "BindingObserver", None)
+    if observer is None or getattr(observer, "_active", 0) is not None:
+        yield False
+        return
+    observer._active = object()
+    try:
+        yield True
+    finally:
+        observer._active = None
+
+
+def trace_seconds(f) -> float:
+    gc.collect()
+    start = CLOCK()
+    gradgen.tracing.trace_function(f, POINT)
+    return CLOCK() - start
+
+
+def profile_sizes(sizes: list[int], rounds: int) -> None:
+    fresh = FreshModules()
+    first_call(fresh.load(20).f)  # imports, op tables
+    print("First call of gradgen.grad(f, argnums=(0, 1, 2)) on unrolled scalar `math` code; "
+          f"µs per op, medians over fresh files ({'wall' if CLOCK is time.perf_counter else 'CPU'}"
+          " time)")
+    header = ["ops", "rounds", "first call", "per op", *ORDER, "observer"]
+    print(" | ".join(f"{h:>15}" if i > 1 else h for i, h in enumerate(header)))
+    for n in sizes:
+        runs = max(1, rounds if n <= 10_000 else 1)
+        totals, stages, observer = [], {s: [] for s in ORDER}, []
+        for _ in range(runs):
+            module = fresh.load(n)
+            total, split = first_call(module.f)
+            totals.append(total)
+            for stage in ORDER:
+                stages[stage].append(split.get(stage, 0.0))
+            with_observer = trace_seconds(module.f)
+            with observer_off() as off:
+                without = trace_seconds(module.f) if off else float("nan")
+            observer.append(with_observer - without)
+        total = statistics.median(totals)
+        cells = [f"{n:,}", f"{runs}", f"{total * 1e3:.1f} ms", f"{total / n * 1e6:.0f} µs"]
+        cells += [f"{statistics.median(stages[s]) / n * 1e6:.1f}" for s in ORDER]
+        cells.append(f"{statistics.median(observer) / n * 1e6:.1f}")
+        print(" | ".join(f"{c:>15}" if i > 1 else c for i, c in enumerate(cells)), flush=True)
+    fresh.dir.cleanup()
+
+
+def compare_jax(rounds: int) -> None:
+    """The 200-op fixture's first call: gradgen.grad vs jax.jit(jax.grad) (trace + compile)."""
+    try:
+        import jax
+    except ImportError:
+        print("JAX is not installed: no side-by-side first call")
+        return
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    fresh = FreshModules()
+    shim = types.SimpleNamespace(**{n: getattr(jnp, n) for n in workload.UNARY})
+    ours, theirs = [], []
+    for _ in range(rounds + 1):  # the first round warms both up
+        module = fresh.load(workload.FIXTURE_OPS)
+        gc.collect()
+        start = time.perf_counter()  # wall time on both sides: XLA compiles on many threads
+        gradgen.grad(module.f, argnums=ARGNUMS)(*POINT)
+        ours.append(time.perf_counter() - start)
+        fj = types.FunctionType(module.f.__code__, {"math": shim}, "f")
+        gc.collect()
+        start = time.perf_counter()
+        jax.block_until_ready(jax.jit(jax.grad(fj, argnums=ARGNUMS))(*POINT))
+        theirs.append(time.perf_counter() - start)
+    mine, jit = statistics.median(ours[1:]), statistics.median(theirs[1:])
+    print(f"\n{workload.FIXTURE_OPS}-op fixture, first call: gradgen.grad {mine * 1e3:.1f} ms, "
+          f"jax.jit(jax.grad) trace + compile {jit * 1e3:.1f} ms (wall): ratio {mine / jit:.2f} "
+          "(target <= 0.25)")
+    fresh.dir.cleanup()
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1_000, 10_000])
+    parser.add_argument("--rounds", type=int, default=3, help="fresh files per size")
+    parser.add_argument("--no-jax", action="store_true", help="skip the JAX comparison")
+    parser.add_argument("--wall", action="store_true", help="wall-clock instead of CPU time")
+    args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.perf_counter if args.wall else time.process_time
+    profile_sizes(args.sizes, args.rounds)
+    if not args.no_jax:
+        compare_jax(args.rounds)
+
+
+if __name__ == "__main__":
+    main()

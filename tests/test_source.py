@@ -1,0 +1,284 @@
+"""Source analysis: names, statements and branch tests of the user's lines, from the standard
+library's ast, one traced function at a time, cached per file and refreshed when it changes."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import linecache
+import math
+import os
+import sys
+import textwrap
+
+import pytest
+
+import gradgen
+from gradgen import linemap, source
+from gradgen.source import LineInfo
+
+
+def _write(tmp_path, text: str, name: str = "user_mod"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(text))
+    linecache.checkcache(str(path))
+    return str(path)
+
+
+def _load(path: str):
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table(text: str) -> dict[int, LineInfo]:
+    lines = textwrap.dedent(text).splitlines(True)
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of(linemap.parse_file(lines), lines, table)
+    return table
+
+
+def test_assignment_targets():
+    table = _table("""\
+        a = x * 2
+        b, c = x, y
+        d, *rest = xs
+        e = f = x
+        g += 1
+        h: float = 2.0
+        obj.attr = 3
+        k[0] = 4
+    """)
+    assert table[1] == LineInfo(("a",), "a = x * 2")
+    assert table[2].targets == ("b", "c")
+    assert table[3].targets == ("d", "rest")
+    assert table[4] == LineInfo((), "e = f = x")  # no one name for the value
+    assert table[5].targets == ("g",)
+    assert table[6].targets == ("h",)
+    assert table[7].targets == table[8].targets == ()
+
+
+def test_statements_span_their_lines_and_collapse_whitespace():
+    table = _table("""\
+        y = (a +
+             b)   # note
+        z = 1; w = z + 1
+        if c: v = 2
+        s = "é" + t
+    """)
+    assert table[1] == table[2] == LineInfo(("y",), "y = (a + b)")
+    assert table[3] == LineInfo(("w",), "w = z + 1")  # the last statement of a line says
+    assert table[4] == LineInfo((), "c", "c")  # after `if c:` on its line: the if's test
+    assert table[5].statement == 's = "é" + t'
+
+
+def test_branch_tests_keep_their_parentheses():
+    table = _table("""\
+        if (x > 0):
+            pass
+        elif (
+            y < 1
+        ):
+            pass
+        while n > 0:
+            n -= 1
+    """)
+    assert table[1] == LineInfo((), "(x > 0)", "(x > 0)")
+    assert table[3].condition == table[4].condition == "( y < 1 )"
+    assert table[7].condition == "n > 0"
+    assert table[8].targets == ("n",)
+
+
+def test_only_the_traced_function_is_parsed(tmp_path):
+    path = _write(tmp_path, """\
+        import math
+
+
+        def f(x):
+            y = math.sin(x)
+            z = y * y
+            return z
+
+
+        def broken(:
+    """)
+    lines = linecache.getlines(path)
+    node = linemap.parse_def(lines, 4)
+    assert node is not None and node.name == "f" and node.end_lineno == 7
+    code = compile("".join(lines[:7]), path, "exec").co_consts
+    f_code = next(c for c in code if inspect.iscode(c))
+    table = source.analyse_code(f_code)
+    assert table[5].targets == ("y",) and table[6].targets == ("z",)
+    # a line outside the parsed functions falls back to the whole file (unparsable here)
+    assert source.line_info(path, 1) == LineInfo((), "import math")
+
+
+def test_lambda_and_module_code_use_the_whole_file(tmp_path):
+    path = _write(tmp_path, """\
+        import math
+        g = lambda x: math.sin(x) * 2
+        h = 3
+    """)
+    module = _load(path)
+    table = source.analyse_code(module.g.__code__)
+    assert table[3].targets == ("h",)
+
+
+@pytest.mark.parametrize("text", [
+    """\
+    def plain(x):
+        return x * 2
+    """,
+    """\
+    @staticmethod
+    @functools.cache
+    def decorated(x):
+        y = x + 1
+
+        return y
+        # a trailing comment of the body
+    # a comment at the margin
+        # indented again
+
+    z = 1
+    """,
+    """\
+    def header(
+        x,
+        y,
+    ):
+        '''Doc.'''
+        return (
+            x + y
+        )
+    """,
+    """\
+    class K:
+        def method(self, x):
+            if x:
+                return 1
+            return 2
+
+        def other(self):
+            pass
+    """,
+])
+def test_function_source_is_what_inspect_gives(tmp_path, text):
+    path = _write(tmp_path, "import functools\n" + textwrap.dedent(text), "sourced")
+    module = _load(path)
+    functions = [v for v in vars(module).values() if inspect.isfunction(v)]
+    for cls in [v for v in vars(module).values() if inspect.isclass(v)]:
+        functions += [v for v in vars(cls).values() if inspect.isfunction(v)]
+    for fn in functions:
+        assert source.function_source(fn.__code__) == inspect.getsource(fn)
+
+
+def test_one_line_def_and_lambda_are_left_to_inspect(tmp_path):
+    path = _write(tmp_path, "def f(x): return x\ng = lambda x: x\n", "oneliners")
+    module = _load(path)
+    assert source.function_source(module.f.__code__) is None
+    assert source.function_source(module.g.__code__) is None
+
+
+def test_names_follow_an_edited_file(tmp_path):
+    path = _write(tmp_path, """\
+        def f(x):
+            first = x * x
+            return first + 1
+    """, "edited")
+    g = gradgen.grad(_load(path).f)
+    g(2.0)
+    assert "first = x * x" in g.source
+    os.utime(path, ns=(1, 1))  # a different mtime, as an editor's save gives
+    with open(path, "w") as file:
+        file.write("def f(x):\n    second = x * x\n    return second + 1\n")
+    os.utime(path, ns=(2_000_000_000, 2_000_000_000))
+    g = gradgen.grad(_load(path).f)
+    g(2.0)
+    assert "second = x * x" in g.source and "first" not in g.source
+
+
+# --- names from the binding observer (no sys.settrace) ----------------------------------
+
+
+def _halving(x):
+    h = x
+    for _ in range(3):
+        h = h * 0.5
+    return h
+
+
+def _step(h, w):
+    a = h * w
+    return math.tanh(a)
+
+
+def _stepping(x):
+    h = x
+    for _ in range(2):
+        h = _step(h, x)
+    return h
+
+
+def _emitted_forward(fn, *args) -> list[str]:
+    g = gradgen.value_and_grad(fn)
+    g(*args)
+    body = g.source.split(f"def {fn.__name__}_value_and_grad")[1]
+    return [line.strip().split("  #")[0] for line in body.splitlines()[2:]
+            if "  # test_source.py" in line and not line.strip().startswith("#")]
+
+
+def test_a_loop_of_one_op_lines_versions_each_value():
+    # the same line runs again with no other line between: its offset goes back
+    assert _emitted_forward(_halving, 2.0) == ["h = x * 0.5", "h_1 = h * 0.5", "h_2 = h_1 * 0.5"]
+
+
+def test_a_helper_called_in_a_loop_names_inner_and_outer_values():
+    assert _emitted_forward(_stepping, 0.3) == [
+        "a = x * x", "h = math.tanh(a)", "a_1 = h * x", "h_1 = math.tanh(a_1)"]
+
+
+def test_names_do_not_need_the_trace_hook():
+    # under coverage or a debugger (sys.settrace taken) values are named all the same
+    previous = sys.gettrace()
+    sys.settrace(lambda *args: None)
+    try:
+        names = _emitted_forward(_stepping, 0.3)
+    finally:
+        sys.settrace(previous)
+    assert names == ["a = x * x", "h = math.tanh(a)", "a_1 = h * x", "h_1 = math.tanh(a_1)"]
+
+
+def test_frame_line_of_a_long_function_is_f_lineno():
+    seen = []
+
+    def probe():
+        caller = sys._getframe(1)
+        seen.append((caller.f_lineno, source.frame_line(caller)))
+
+    body = "".join(f"    a{i} = {i} * 2\n" + ("    probe()\n" if i % 250 == 0 else "")
+                   for i in range(2_000))
+    namespace = {"probe": probe}
+    exec(compile(f"def long():\n{body}", "<long>", "exec"), namespace)  # noqa: S102
+    namespace["long"]()
+    assert len(namespace["long"].__code__.co_code) > source._LONG_CODE
+    assert len(seen) == 8 and all(a == b for a, b in seen)
+
+
+def _doubled(v):
+    twice = v * 2
+    return twice
+
+
+def _outer_names_win(x):
+    y = _doubled(x)
+    z = _doubled(y) + 1
+    return z
+
+
+def test_the_callers_name_wins_over_the_helpers():
+    # the helper's frame is resolved when it has returned, before its caller's line
+    assert _emitted_forward(_outer_names_win, 1.5) == [
+        "y = x * 2", "twice = y * 2", "z = twice + 1"]
