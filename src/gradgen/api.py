@@ -13,6 +13,7 @@ import numpy as np
 from .abstract import concrete as value_of
 from .build import Built, Request, build, build_jacobian
 from .compile import load_module
+from .dialects import check_target
 from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
@@ -326,12 +327,15 @@ def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_fin
 
 
 def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite=False,
-         command: str | None = None, annotate: bool = False) -> str:
+         command: str | None = None, annotate: bool = False, target: str = "numpy") -> str:
     """The gradient module for ``fn`` at ``args``, as Python source text: ``<f>_grad`` and
     ``<f>_value_and_grad``, or with ``vjp=True`` ``<f>_vjp(*args, cotangent)``. With
-    ``annotate``, each backward statement is commented with the derivative rules it applies."""
+    ``annotate``, each backward statement is commented with the derivative rules it applies.
+    ``target="array-api"`` writes the module against the Python array API standard, so it
+    runs on NumPy, PyTorch, CuPy, Dask and JAX arrays (API.md, "Targets")."""
     nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
+    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite,
+                      check_target(target))
     return build(fn, args, request, command, annotate).source
 
 

@@ -35,6 +35,7 @@ class Request:
     intermediates: tuple[str, ...] = ()
     vjp: bool = False
     check_finite: bool = False
+    target: str = "numpy"  # the emitted module's dialect (dialects.py)
 
 
 @dataclass
@@ -59,7 +60,8 @@ class Built:
             return self.source
         from dataclasses import replace
 
-        return emit_module(list(self.header), [replace(s, annotate=True) for s in self.specs])
+        return emit_module(list(self.header), [replace(s, annotate=True) for s in self.specs],
+                           self.request.target)
 
 
 # --- arguments -----------------------------------------------------------------------------
@@ -189,6 +191,7 @@ def _regenerate_line(fn, fname, args, request: Request, command) -> str:
         extra = "" if request.argnums == (0,) else (
             f" --argnums {','.join(map(str, request.argnums))}")
         extra += " --vjp" if request.vjp else ""
+        extra += f" --target {request.target}" if request.target != "numpy" else ""
         line = f'# Regenerate: gradgen emit {display_path(fn)}:{fname} --args "{tup}"{extra}'
         if len(line) <= 100:
             return line
@@ -344,7 +347,7 @@ def build(fn, args, request: Request, command: str | None = None,
         _regenerate_line(fn, fname, args, request, command),
         f"# Source sha256: {source_hash(fn)}",
     ]
-    source = emit_module(header, specs)
+    source = emit_module(header, specs, request.target)
     release_values(forward, full)
     return Built(source, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))

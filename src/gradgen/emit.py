@@ -12,16 +12,16 @@ import numpy as np
 
 from . import layout
 from .abstract import made_as_view, shaped_value
+from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .naming import Namer, base_name, index_writes
-from .ops.core import literal
+from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER
 from .ops.registry import Expr
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
-ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
 _IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
@@ -51,6 +51,7 @@ class EmittedFunction:
     imports: set[str]
     helpers: set[str] = field(default_factory=set)
     classes: set[str] = field(default_factory=set)
+    code: str = ""
 
 
 class ModuleConstants:
@@ -67,6 +68,16 @@ class ModuleConstants:
             name = f"ARRAY_{len(self.by_key)}"
             self.by_key[key] = name
             self.lines.append(layout.statement(f"{name} = {literal(value).text}", 0))
+        return name
+
+    def name_for_list(self, value: np.ndarray) -> str:
+        """A module-level nested list (the array-API target makes it an array per call)."""
+        key = ("list", value.dtype.str, value.shape, value.tobytes())
+        name = self.by_key.get(key)
+        if name is None:
+            name = f"ARRAY_{len(self.by_key)}"
+            self.by_key[key] = name
+            self.lines.append(layout.statement(f"{name} = {_nested(value)}", 0))
         return name
 
 
@@ -91,8 +102,10 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
     return f"# {target} is used {'' if len(distinct) == 1 else 'by '}{where}: one fused sum"
 
 
-def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunction:
+def emit_function(spec: FunctionSpec, constants: ModuleConstants,
+                  target: str = "numpy") -> EmittedFunction:
     graph = spec.graph
+    scope = SCOPES[target](spec, graph)
     uses = graph.uses()
     outputs = {r.node for r in graph.outputs}
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
@@ -114,7 +127,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks()
+    finite = _FiniteChecks(scope)
     buffers = _Buffers(graph)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
@@ -126,12 +139,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             exprs[node] = Expr(names[node])
             continue
         if op == "const":
-            value = node.attrs["value"]
-            if isinstance(value, np.ndarray) and value.size > ARRAY_LITERAL_LIMIT and not (
-                    value == value.flat[0]).all() and literal(value).text.startswith("np.array("):
-                exprs[node] = Expr(constants.name_for(value))
-            else:
-                exprs[node] = literal(value)
+            exprs[node] = scope.literal(node.attrs["value"], constants)
             sizes[node] = 0
             continue
         args = [exprs[r.node] for r in node.inputs]
@@ -142,10 +150,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             sizes[node] = 0
             continue
         if op == "guard":
-            cond = args[0]
+            written = _condition_as_written(node) or args[0].text
+            cond = scope.truth(args[0], node, written)
             expect = node.attrs["expect"]
             test = f"not {cond.at(5)}" if expect else cond.text
-            written = _condition_as_written(node) or cond.text
             described = f"`{written}` is {expect}"
             message = f"{node.loc}: traced where {described}" if node.loc else (
                 f"traced where {described}")
@@ -155,7 +163,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
             code_parts.append(test)
             continue
         write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
-        expr = Expr("") if write else node.op.printer(node, args)
+        expr = Expr("") if write else scope.expr(node, args)
         size = 1 + sum(sizes.get(r.node, 0) for r in node.inputs)
         note = tuple(u for r in node.inputs for u in notes.get(r.node, ()))
         if op == "add_n" and node.attrs.get("uses"):
@@ -187,8 +195,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
                 name = namer.fresh(base_name(node, names, spec.output_name, writes))
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
-                prelude = f"{name} = {args[0].text if fresh else _copied(args[0], base)}"
-            statement = write(node, args, name)
+            prelude, statement = scope.write(node, args, name, fresh, args[0])
         else:
             name = namer.fresh(base_name(node, names, spec.output_name, writes))
             statement = f"{name} = {expr.text}"
@@ -227,7 +234,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
         body.pop()  # returning releases them anyway
     if spec.check_finite:
         finite.flush(body, code_parts)
-    texts = [_converted(exprs[r.node].text, spec.convert.get(i))
+    texts = [scope.converted(exprs[r.node].text, spec.convert.get(i), r.node)
              for i, r in enumerate(graph.outputs)]
     tree, items = spec.returns
     returned = format_structure(tree, [texts[i] if isinstance(i, int) else i for i in items])
@@ -236,17 +243,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants) -> EmittedFunc
     body.append(layout.statement(f"return {returned}", 1))
     code_parts.append(returned)
     code = "\n".join(code_parts + constants.lines)
+    body[:0] = scope.preamble(code)  # xp = array_namespace(...) where the target needs it
+    if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
+        code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     classes = {"NonFiniteGradient"} if finite.used else set()
-    return EmittedFunction(body, guards, imports, helpers, classes)
-
-
-def _copied(expr: Expr, node: Node) -> str:
-    if node.aval.shape == ():
-        return f"np.array({expr.text})"
-    return f"{expr.at(16 - 1)}.copy()"
+    return EmittedFunction(body, guards, imports, helpers, classes, code)
 
 
 class _Buffers:
@@ -368,7 +372,8 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self):
+    def __init__(self, scope):
+        self.scope = scope
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -382,8 +387,7 @@ class _FiniteChecks:
     def flush(self, body: list[str], code_parts: list[str]) -> None:
         if not self.names:
             return
-        tests = [f"math.isfinite({n})" if node.aval.py is not None and node.aval.is_float
-                 else f"np.isfinite({n}).all()" for n, node in self.names]
+        tests = [self.scope.all_finite(n, node) for n, node in self.names]
         where = f"{self.loc}: " if self.loc is not None else ""
         text = self.loc.text() if self.loc is not None else ""
         what = f"the derivative of `{text}`" if text else "the derivative of this line"
@@ -427,10 +431,6 @@ def _rule_of(node: Node) -> tuple[str, ...]:
     return (texts[min(index, len(texts) - 1)],) if texts else ()
 
 
-def _converted(text: str, wrapper: str | None) -> str:
-    return f"{wrapper}({text})" if wrapper else text
-
-
 HELPERS = {"_scatter": SCATTER_HELPER}  # small functions a module defines when it uses them
 
 NON_FINITE_CLASS = '''class NonFiniteGradient(ArithmeticError):
@@ -440,12 +440,13 @@ GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
 
-def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
+def emit_module(header: list[str], specs: list[FunctionSpec], target: str = "numpy") -> str:
     constants = ModuleConstants()
-    emitted = [emit_function(spec, constants) for spec in specs]
+    emitted = [emit_function(spec, constants, target) for spec in specs]
     imports = set().union(*(e.imports for e in emitted))
     helpers = sorted(set().union(*(e.helpers for e in emitted)))
-    if constants.lines or helpers:
+    code = "\n".join(e.code for e in emitted)
+    if target == "numpy" and (constants.lines or helpers):
         imports.add("numpy")
     has_guards = any(e.guards for e in emitted)
     out: list[str] = list(header)
@@ -453,9 +454,13 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
     if "math" in imports:
         import_lines.append("import math")
     if "numpy" in imports:
+        if target != "numpy":
+            raise AssertionError(f"a NumPy call leaked into the {target} module:\n{code}")
         if import_lines:
             import_lines.append("")
         import_lines.append("import numpy as np")
+    if target == "array-api":
+        import_lines += _array_api_imports(code, bool(import_lines))
     others = sorted(imports - {"math", "numpy"})  # modules of rules added with defvjp
     if others:
         import_lines += ["", *(f"import {name}" for name in others)]
@@ -465,15 +470,33 @@ def emit_module(header: list[str], specs: list[FunctionSpec]) -> str:
         out += ["", *constants.lines]
     if has_guards:
         out += ["", "", GUARD_CLASS]
+    concrete = "_concrete(" in code
+    if concrete:
+        out += ["", "", CONCRETE_CLASS]
     if any(e.classes for e in emitted):
         out += ["", "", NON_FINITE_CLASS]
     for name in helpers:
         out += ["", "", HELPERS[name]]
+    if concrete:
+        out += ["", "", CONCRETE_HELPER]
     for spec, fn in zip(specs, emitted, strict=True):
         out += ["", "", layout.header(spec.name, spec.params)]
-        out += [f"    {line}" if line else "" for line in _docstring(spec.doc, fn.guards)]
+        doc = _docstring(spec.doc, fn.guards, concrete)
+        out += [f"    {line}" if line else "" for line in doc]
         out += [_indent(line) for line in fn.lines]
     return "\n".join(out) + "\n"
+
+
+def _array_api_imports(code: str, after_math: bool) -> list[str]:
+    """array_api_compat's namespace lookup (and device), array_api_extra where it is used."""
+    lines = []
+    if re.search(r"\bxpx\.", code):
+        lines.append("import array_api_extra as xpx")
+    names = [n for n, used in (("array_namespace", re.search(r"\bxp\.", code)),
+                               ("device", re.search(r"\bdevice\(", code))) if used]
+    if names:
+        lines.append(f"from array_api_compat import {', '.join(names)}")
+    return ["", *lines] if lines and after_math else lines
 
 
 def _wrapped(text: str) -> list[str]:
@@ -515,7 +538,7 @@ def _guard_summary(guards: list[tuple[str, bool]]) -> list[str]:
     return lines
 
 
-def _docstring(doc: str, guards: list[tuple[str, bool]]) -> list[str]:
+def _docstring(doc: str, guards: list[tuple[str, bool]], concrete: bool = False) -> list[str]:
     if not guards:
         text = f"{doc} The traced path has no guards."
         if len(text) + 10 <= LINE_LIMIT:
@@ -527,5 +550,9 @@ def _docstring(doc: str, guards: list[tuple[str, bool]]) -> list[str]:
     lines += [f"    {g}" for g in shown]
     if len(summary) > len(shown):
         lines.append(f"    ... and {len(summary) - len(shown)} more conditions")
-    lines += ["Elsewhere it raises GuardFailure.", '"""']
+    lines.append("Elsewhere it raises GuardFailure.")
+    if concrete:  # array-API target: the checks read values, which jax.jit does not have
+        lines += _wrapped("The guards read concrete values: under jax.jit they raise "
+                          "GuardNeedsValue (call it outside jit, or make those inputs static).")
+    lines.append('"""')
     return lines

@@ -97,6 +97,13 @@ def sum_to(g, shape):
     return g
 
 
+def _xp_broadcast_to(node, args, scope):
+    shape = node.attrs["shape"]
+    if node.inputs[0].aval.py is not None:  # a Python float: filled, no array to broadcast
+        return Expr(scope.allocate("full", shape, node.aval.dtype, args[0].text))
+    return Expr(f"xp.broadcast_to({args[0].text}, {tuple(shape)!r})")
+
+
 broadcast_to = defop(
     "broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
     lambda node, args: Expr(f"np.broadcast_to({args[0].text}, {node.attrs['shape']!r})"),
@@ -106,7 +113,8 @@ broadcast_to = defop(
                                    (((2, 1),), {"shape": (2, 4)}),
                                    (((),), {"shape": (3,)}))),
     rule_text=("the cotangent is summed over the broadcast axes",),
-    extra={"view": "readonly"}, abstract=abstract.view)
+    extra={"view": "readonly"},
+    abstract=abstract.view, xp=_xp_broadcast_to)
 
 
 def _print_reshape(node, args):
@@ -117,6 +125,17 @@ def _print_reshape(node, args):
     return method(f".reshape({inner})")(node, args)
 
 
+def _xp_reshape(node, args, scope):
+    return Expr(f"xp.reshape({_xp_array(node, args, scope)}, {tuple(node.attrs['shape'])!r})")
+
+
+def _xp_array(node, args, scope) -> str:
+    """The first input as an array: a Python float has no shape to change."""
+    if node.inputs[0].aval.py is not None:
+        return f"xp.asarray({args[0].text}, dtype={scope.dtype(node.aval.dtype)})"
+    return args[0].text
+
+
 reshape = defop(
     "reshape", lambda x, shape: np.reshape(x, shape), _print_reshape,
     vjp=(lambda g, ans, x, shape: reshape(g, shape=np.shape(_value(x))),),
@@ -125,7 +144,7 @@ reshape = defop(
                                    (((6,),), {"shape": (2, 1, 3)}),
                                    (((1,),), {"shape": ()}))),
     rule_text=("the cotangent is reshaped back",), extra={"view": True},
-    abstract=abstract.view)
+    abstract=abstract.view, xp=_xp_reshape)
 
 
 def _print_transpose(node, args):
@@ -133,6 +152,18 @@ def _print_transpose(node, args):
     if axes is None or tuple(axes) == tuple(reversed(range(len(axes)))):
         return method(".T")(node, args)
     return Expr(f"np.transpose({args[0].text}, {tuple(axes)!r})")
+
+
+def _xp_transpose(node, args, scope):
+    axes = node.attrs["axes"]
+    ndim = node.aval.ndim
+    if axes is None:
+        axes = tuple(reversed(range(ndim)))
+    if ndim < 2:
+        return args[0]
+    if ndim == 2 and tuple(axes) == (1, 0):
+        return Expr(f"xp.matrix_transpose({args[0].text})")
+    return Expr(f"xp.permute_dims({args[0].text}, {tuple(axes)!r})")
 
 
 def _inverse_perm(axes):
@@ -146,7 +177,7 @@ transpose = defop(
     domain=Domain((REALS,), cases=((((2, 3),), {"axes": None}),
                                    (((2, 3, 4),), {"axes": (1, 2, 0)}))),
     rule_text=("the cotangent is transposed back",), extra={"view": True},
-    abstract=abstract.view)
+    abstract=abstract.view, xp=_xp_transpose)
 
 
 # --- how NumPy reaches these rows ------------------------------------------------------------

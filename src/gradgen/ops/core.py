@@ -101,9 +101,18 @@ def _print_seed(node, args):
     return Expr(f"np.ones({aval.shape!r}, dtype=np.{aval.dtype.name})")
 
 
+def _xp_seed(node, args, scope):
+    aval = node.aval
+    if aval.py is not None:
+        return Expr("1.0")
+    if aval.shape == ():
+        return Expr(f"xp.asarray(1.0, dtype={scope.dtype(aval.dtype)})")
+    return Expr(scope.allocate("ones", aval.shape, aval.dtype))
+
+
 # The cotangent 1.0 that starts reverse mode: nullary, its aval set by reverse. Not a const,
 # so folding keeps it visible as `grad_out = 1.0  # seed`.
-seed = defop("seed", lambda: None, _print_seed, nondiff=True)
+seed = defop("seed", lambda: None, _print_seed, nondiff=True, xp=_xp_seed)
 
 
 # The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
@@ -137,9 +146,15 @@ def _copy(x):
 
 
 # A fresh array for a gradient that would otherwise alias an argument, a constant or a view.
+def _xp_copy(node, args, scope):
+    if node.inputs[0].aval.py is not None:  # a Python float becomes an array of the library
+        return Expr(f"xp.asarray({args[0].text}, dtype={scope.dtype(node.aval.dtype)})")
+    return Expr(f"xp.asarray({args[0].text}, copy=True)")
+
+
 copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
-             abstract=abstract.fresh,
-             sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)))
+             sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)),
+             abstract=abstract.fresh, xp=_xp_copy)
 
 
 def _cast(x, dtype):
@@ -157,6 +172,15 @@ def _print_cast(node, args):
     return method(f".astype(np.{dtype})")(node, args)
 
 
+def _xp_cast(node, args, scope):
+    dtype = node.attrs["dtype"]
+    if dtype == "float":
+        return Expr(f"float({args[0].text})")
+    if node.inputs[0].aval.py is not None:
+        return Expr(f"xp.asarray({args[0].text}, dtype={scope.dtype(dtype)})")
+    return Expr(f"xp.astype({args[0].text}, {scope.dtype(dtype)})")
+
+
 def _cast_back(g, ans, x, dtype):
     from ..tracer import shaped
 
@@ -172,4 +196,4 @@ cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtyp
                                             (((3,),), {"dtype": "float64"}),
                                             (((),), {"dtype": "float32"}),
                                             (((),), {"dtype": "float"}))),
-             rule_text=("the cotangent is cast back",))
+             rule_text=("the cotangent is cast back",), xp=_xp_cast)

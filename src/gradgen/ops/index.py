@@ -138,6 +138,25 @@ def _print_getitem(node, args):
     return Expr(f"{args[0].at(PREC_ATOM - 1)}[{_subscript(node, args, 1)}]", PREC_ATOM - 1)
 
 
+def _xp_subscript(node, args, scope, first: int) -> str:
+    """The index with small constant index arrays written as ``xp.asarray([0, 2])``: JAX
+    refuses a list as an index, and the library's default integer is right for indexing."""
+    texts = [_xp_index_array(ref, arg)
+             for ref, arg in zip(node.inputs[first:], args[first:], strict=True)]
+    return index_text(node.attrs["index"], texts)
+
+
+def _xp_index_array(ref, arg) -> str:
+    value = ref.node.attrs.get("value") if ref.node.op.name == "const" else None
+    small = isinstance(value, np.ndarray) and value.ndim == 1 and value.size <= 8
+    return f"xp.asarray({value.tolist()!r})" if small else arg.text
+
+
+def _xp_getitem(node, args, scope):
+    return Expr(f"{args[0].at(PREC_ATOM - 1)}[{_xp_subscript(node, args, scope, 1)}]",
+                PREC_ATOM - 1)
+
+
 def _getitem_vjp(g, ans, x, *arrays, index):
     if is_basic(index):
         return scatter(g, shape=np.shape(_value(x)), dtype=np.result_type(_value(x)).name,
@@ -187,7 +206,8 @@ getitem = defop(
     sympy=_getitem_impl,
     domain=Domain((REALS,), cases=_INDEX_CASES),
     rule_text=("the cotangent placed back at the index (added where it repeats), zeros elsewhere",),
-    extra={"view": True}, abstract=_getitem_abstract)  # basic indexing: a view of x (advanced indexing copies)
+    extra={"view": True},  # basic indexing: a view of x (advanced indexing copies)
+    abstract=_getitem_abstract, xp=_xp_getitem)
 
 
 # --- the VJP of a basic read: zeros with the cotangent placed --------------------------------
@@ -212,6 +232,47 @@ SCATTER_HELPER = '''def _scatter(values, shape, dtype, index):
     out[index] = values
     return out'''
 
+def _xp_scatter(node, args, scope):
+    index, values, shape = node.attrs["index"], args[0].text, node.inputs[0].aval.shape
+    if None in index and "..." not in index:  # x[:, None]: the new axis is not in x
+        kept, dims = [], iter(shape)
+        for item in index:
+            if item is None:
+                next(dims)
+            elif not isinstance(item, int):
+                kept.append(next(dims))
+        shape = (*kept, *dims)
+        values = f"xp.reshape({values}, {shape!r})"
+        index = tuple(item for item in index if item is not None)
+        if not index:
+            return Expr(values)
+    pads = _slice_padding(index, node.attrs["shape"])
+    if pads is not None and shape == tuple(
+            dim - before - after for dim, (before, after) in zip(node.attrs["shape"], pads,
+                                                                  strict=True)):
+        # zeros around a block: a pad, which every library (and XLA) does without a scatter
+        width = repr(pads[0]) if len(pads) == 1 else repr(tuple(pads))
+        return Expr(f"xpx.pad({values}, {width})")
+    zeros = scope.allocate("zeros", node.attrs["shape"], node.attrs["dtype"])
+    return Expr(f"xpx.at({zeros})[{index_text(index)}].set({values})")
+
+
+def _slice_padding(index, shape):
+    """For an index of unit-step slices only, the (before, after) zeros per axis around it."""
+    if len(index) > len(shape) or not all(
+            isinstance(item, tuple) and item[0] == "slice" and item[3] in (None, 1)
+            for item in index):
+        return None
+    pads = []
+    for axis, dim in enumerate(shape):
+        if axis >= len(index):
+            pads.append((0, 0))
+            continue
+        start, stop, _ = slice(index[axis][1], index[axis][2]).indices(dim)
+        pads.append((start, dim - max(stop, start)))
+    return pads
+
+
 scatter = defop(
     "scatter", _scatter_value, _print_scatter,
     vjp=(lambda g, ans, v, shape, dtype, index: getitem(g, index=index),),
@@ -221,7 +282,8 @@ scatter = defop(
                                    (((),), {"shape": (3, 2), "dtype": "float64",
                                             "index": (1, 0)}))),
     rule_text=("the cotangent at the index",),
-    abstract=lambda op, v, shape, dtype, index: abstract.make(shape, np.dtype(dtype), "array"))
+    abstract=lambda op, v, shape, dtype, index: abstract.make(shape, np.dtype(dtype), "array"),
+    xp=_xp_scatter)
 
 
 def _sympy_scatter(v, shape, index):
@@ -310,6 +372,109 @@ def _print_add_at(node, args, target):
     return f"np.add.at({target}, {index}, {args[1].text})"
 
 
+def _xp_update(method):
+    """``a = xpx.at(a)[i].set(v)``: a new array, written in place only where the library
+    allows it and the old version is the module's own dead buffer (``fresh``)."""
+
+    def print_update(node, args, scope, old, fresh):
+        index = node.attrs["index"]
+        if method == "add" and not is_basic(index) and not _hits_once(node):
+            return f"{old.text} + {_xp_one_hot_sum(node, args, scope)}"
+        block = _block_padding(node)
+        if block is not None:  # a block of zeros around v: a pad, which XLA and Dask fuse
+            if method == "add":
+                return f"{old.text} + xpx.pad({args[1].text}, {block})"
+            if _is_zeros(node.inputs[0].node):
+                return f"xpx.pad({args[1].text}, {block})"
+        copy = "" if fresh else ", copy=True"
+        subscript = _xp_subscript(node, args, scope, 2)
+        return f"xpx.at({old.text})[{subscript}].{method}({args[1].text}{copy})"
+
+    print_update.pads_zeros = lambda node: (  # the zeros buffer need not be allocated first
+        method == "set" and _block_padding(node) is not None and _is_zeros(node.inputs[0].node))
+    return print_update
+
+
+def _block_padding(node) -> str | None:
+    """``((before, after), ...)`` when ``a[index] = v`` writes a whole unit-step block."""
+    shape = node.aval.shape
+    pads = _slice_padding(node.attrs["index"], shape)
+    if pads is None or len(node.inputs) != 2 or node.inputs[1].aval.shape != tuple(
+            dim - before - after for dim, (before, after) in zip(shape, pads, strict=True)):
+        return None
+    return repr(pads[0]) if len(pads) == 1 else repr(tuple(pads))
+
+
+def _is_zeros(node) -> bool:
+    value = node.attrs.get("value") if node.op.name == "const" else None
+    return isinstance(value, np.ndarray) and value.size > 0 and not value.any()
+
+
+def _hits_once(node) -> bool:
+    """Does a constant advanced index reach each element at most once? (array_api_extra's
+    ``add`` adds once per element, like ``a[i] += v``, not like ``np.add.at``.)"""
+    arrays = []
+    for ref in node.inputs[2:]:
+        if ref.node.op.name != "const":
+            return False
+        arrays.append(ref.node.attrs["value"])
+    shape = node.aval.shape
+    positions = np.arange(int(np.prod(shape))).reshape(shape)
+    hit = positions[real_index(node.attrs["index"], arrays)]
+    return np.unique(hit).size == hit.size
+
+
+def _xp_one_hot_sum(node, args, scope) -> str:
+    """``np.add.at(x, (:, ..., idx), v)`` where ``idx`` may repeat: ``v`` contracted with the
+    one-hot matrix ``idx == arange(n)``, so every repeat adds (standard operations only)."""
+    index = node.attrs["index"]
+    if index == (("array", 0), ("array", 1)):
+        return _xp_one_hot_rows(node, args, scope)
+    axis = len(index) - 1
+    full = ("slice", None, None, None)
+    idx_ref = node.inputs[2] if len(node.inputs) == 3 else None
+    x_shape, v_shape = node.aval.shape, node.inputs[1].aval.shape
+    if (idx_ref is None or index[-1] != ("array", 0) or any(i != full for i in index[:-1])
+            or idx_ref.aval.ndim != 1 or idx_ref.aval.dtype.kind not in "iu"
+            or v_shape != x_shape[:axis] + idx_ref.aval.shape + x_shape[axis + 1:]):
+        refuse_repeats(node)
+    m, n = idx_ref.aval.shape[0], x_shape[axis]
+    idx = _xp_index_array(idx_ref, args[2])
+    hits = f"xp.reshape({idx}, ({m}, 1)) == xp.arange({n}, {scope.device()})"
+    one_hot = f"xp.astype({hits}, {scope.dtype(node.aval.dtype)})"
+    if axis == 0:
+        return f"xp.tensordot({one_hot}, {args[1].text}, axes=((0,), (0,)))"
+    summed = f"xp.tensordot({args[1].text}, {one_hot}, axes=(({axis},), (0,)))"
+    if axis == len(x_shape) - 1:
+        return summed
+    order = (*range(axis), len(x_shape) - 1, *range(axis, len(x_shape) - 1))
+    return f"xp.permute_dims({summed}, {order!r})"
+
+
+def _xp_one_hot_rows(node, args, scope) -> str:
+    """``np.add.at(x, (arange(n), j), v)``, the gradient of ``logp[np.arange(n), y]``: one
+    element per row, so row i gets ``v[i]`` at column ``j[i]`` (a one-hot mask)."""
+    rows, cols = node.inputs[2], node.inputs[3]
+    shape = node.aval.shape
+    value = rows.node.attrs.get("value") if rows.node.op.name == "const" else None
+    if (len(shape) != 2 or value is None or value.shape != (shape[0],)
+            or not (value == np.arange(shape[0])).all() or cols.aval.shape != (shape[0],)
+            or node.inputs[1].aval.shape != (shape[0],)):
+        refuse_repeats(node)
+    n, m = shape
+    columns = f"xp.reshape({_xp_index_array(cols, args[3])}, ({n}, 1))"
+    hits = f"{columns} == xp.arange({m}, {scope.device()})"
+    one_hot = f"xp.astype({hits}, {scope.dtype(node.aval.dtype)})"
+    return f"{one_hot} * xp.reshape({args[1].text}, ({n}, 1))"
+
+
+def refuse_repeats(node):
+    from ..dialects import refuse
+
+    refuse(node, "a scatter-add whose index may repeat an element (np.add.at, the gradient "
+           "of x[idx] with a repeated or traced idx) has no array-API form in gradgen yet")
+
+
 def _print_as_statement(node, args):
     raise AssertionError("index updates are printed as statements")
 
@@ -331,7 +496,8 @@ index_update = defop(
     rule_text=("the cotangent, zeroed where the write overwrote the old value",
                "the cotangent at the index (of the last write where an index repeats)"),
     extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)},
-    abstract=abstract.array_like_first)
+    abstract=abstract.array_like_first,
+    xp=_xp_update("set"))
 
 # a[index] += v with every repeated index adding (np.add.at): the VJP of an advanced read.
 index_add = defop(
@@ -340,7 +506,7 @@ index_add = defop(
     sympy=_add_at_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent", "the cotangent at the index (each time it is reached)"),
     extra={"statement": _print_add_at, "vjp_order": (1, 0)},
-    abstract=abstract.array_like_first)
+    abstract=abstract.array_like_first, xp=_xp_update("add"))
 
 
 # --- np.stack --------------------------------------------------------------------------------
@@ -387,7 +553,11 @@ stack = defop(
     sympy=lambda *xs, axis=0: np.stack(xs, axis=axis),
     domain=Domain((REALS, REALS), cases=((((3,), (3,)), {"axis": 0}),
                                          (((2, 3), (2, 3)), {"axis": 1}))),
-    rule_text=("input i gets the cotangent's slice i",), abstract=_stack_abstract)
+    rule_text=("input i gets the cotangent's slice i",),
+    abstract=_stack_abstract,
+    xp=lambda node, args, scope: Expr(
+        f"xp.stack([{', '.join(a.text for a in args)}]"
+        + (f", axis={node.attrs['axis']})" if node.attrs["axis"] else ")")))
 
 
 def _np_stack(arrays, axis=0, out=None, **kw):

@@ -566,6 +566,52 @@ def _print_einsum(node, args):
     return Expr(f"np.einsum({', '.join(parts)})")
 
 
+def _xp_einsum(node, args, scope):
+    """One or two operands without a repeated label, from standard operations: a contraction
+    with no shared kept label is ``xp.tensordot``; otherwise each operand is permuted and
+    reshaped onto the labels (output first), multiplied and summed over the rest."""
+    from ..dialects import refuse
+
+    inputs, output = node.attrs["subscripts"].split("->")
+    labels = inputs.split(",")
+    if len(labels) > 2 or any(len(set(lab)) != len(lab) for lab in labels):
+        refuse(node, f"np.einsum({node.attrs['subscripts']!r}) (more than two operands, or a "
+               "diagonal) has no array-API form in gradgen yet")
+    shapes = [r.aval.shape for r in node.inputs]
+    if len(labels) == 2 and not set(labels[0]) & set(labels[1]) & set(output):
+        shared = [c for c in labels[0] if c in labels[1]]
+        kept = [c for c in labels[0] if c not in shared] + [c for c in labels[1]
+                                                              if c not in shared]
+        sizes_agree = all(shapes[0][labels[0].index(c)] == shapes[1][labels[1].index(c)]
+                          for c in shared)
+        if sizes_agree and sorted(kept) == sorted(output):
+            axes = (tuple(labels[0].index(c) for c in shared),
+                    tuple(labels[1].index(c) for c in shared))
+            text = f"xp.tensordot({args[0].text}, {args[1].text}, axes={axes!r})"
+            order = tuple(kept.index(c) for c in output)
+            if order != tuple(range(len(order))):
+                text = f"xp.permute_dims({text}, {order!r})"
+            return Expr(text)
+    every = list(output) + [c for lab in labels for c in lab if c not in output]
+    every = list(dict.fromkeys(every))
+    aligned = []
+    for lab, shape, arg in zip(labels, shapes, args, strict=True):
+        text = arg.text
+        order = sorted(range(len(lab)), key=lambda i: every.index(lab[i]))
+        if order != list(range(len(lab))):
+            text = f"xp.permute_dims({text}, {tuple(order)!r})"
+        full = tuple(shape[lab.index(c)] if c in lab else 1 for c in every)
+        if len(full) != len(lab):
+            text = f"xp.reshape({text}, {full!r})"
+        aligned.append(text)
+    product = " * ".join(aligned) if len(aligned) > 1 else aligned[0]
+    summed = tuple(range(len(output), len(every)))
+    if not summed:
+        return Expr(product, PREC_MUL if len(aligned) > 1 else 16)
+    axis = summed[0] if len(summed) == 1 else summed
+    return Expr(f"xp.sum({product}, axis={axis!r})")
+
+
 def _sym_einsum(*xs, subscripts, optimize=False):
     return np.einsum(subscripts, *[np.asarray(x, dtype=object) for x in xs])
 
@@ -583,7 +629,8 @@ einsum = defop(
     rule_text=(("operand i: the einsum of the cotangent with the other operands, to operand i's "
                "labels (a repeated label: the diagonal, zeros elsewhere; a label no other "
                "operand has: broadcast)"),),
-    extra={"view": True})  # np.einsum('ii->i', a) is a view of a
+    extra={"view": True},  # np.einsum('ii->i', a) is a view of a
+    xp=_xp_einsum)
 
 
 # --- diagonals and triangles -----------------------------------------------------------------
@@ -618,6 +665,34 @@ def _diagonal_impl(x, offset=0, axis1=0, axis2=1):
     return np.diagonal(x, offset, axis1, axis2)
 
 
+def _xp_last_two(fn):
+    """``xp.linalg.diagonal``/``trace``: the standard reads the last two axes only."""
+
+    def print_(node, args, scope):
+        ndim = node.inputs[0].aval.ndim
+        axes = (node.attrs.get("axis1", 0) % ndim, node.attrs.get("axis2", 1) % ndim)
+        if axes != (ndim - 2, ndim - 1):
+            from ..dialects import refuse
+
+            refuse(node, f"np.{fn} over axes {axes} (the array API's reads the last two)")
+        offset = node.attrs.get("offset", 0)
+        tail = f", offset={offset}" if offset else ""
+        return Expr(f"xp.linalg.{fn}({args[0].text}{tail})")
+
+    return print_
+
+
+def _xp_add_eye(node, args, scope):
+    n = node.aval.shape[-1]
+    eye = f"xp.eye({n}, dtype={scope.dtype(node.aval.dtype)}, {scope.device()})"
+    scale = node.attrs["scale"]
+    if scale == 1.0:
+        return Expr(f"{args[0].at(PREC_ADD)} + {eye}", PREC_ADD)
+    if scale == -1.0:
+        return Expr(f"{args[0].at(PREC_ADD)} - {eye}", PREC_ADD)
+    return Expr(f"{args[0].at(PREC_ADD)} + {scale!r} * {eye}", PREC_ADD)
+
+
 diagonal = defop(
     "diagonal", _diagonal_impl,
     _printer("np.diagonal", ("offset", "axis1", "axis2"), {"offset": 0, "axis1": 0, "axis2": 1}),
@@ -630,7 +705,7 @@ diagonal = defop(
         (((4, 3),), {"offset": -1, "axis1": 0, "axis2": 1}),
         (((2, 3, 2),), {"offset": 0, "axis1": 2, "axis2": 0}))),
     rule_text=("the cotangent placed on the diagonal, zeros elsewhere",),
-    extra={"view": "readonly"})
+    extra={"view": "readonly"}, xp=_xp_last_two("diagonal"))
 
 
 def _trace_impl(x, offset=0, axis1=0, axis2=1):
@@ -651,7 +726,8 @@ trace = defop(
         (((3, 3),), {"offset": 0, "axis1": 0, "axis2": 1}),
         (((2, 4),), {"offset": 1, "axis1": 0, "axis2": 1}),
         (((2, 3, 2),), {"offset": -1, "axis1": 0, "axis2": 2}))),
-    rule_text=("d trace(A)/dA: the identity (ones on the traced diagonal)",))
+    rule_text=("d trace(A)/dA: the identity (ones on the traced diagonal)",),
+    xp=_xp_last_two("trace"))
 
 
 def _diag_impl(v, k=0):
@@ -667,6 +743,25 @@ diag = defop(
     rule_text=("the diagonal of the cotangent",))
 
 
+def _xp_triangle(name):
+    """``xp.where(column - row <= k, x, 0)``: the triangle from index grids (no n x m
+    constant in the module)."""
+
+    def print_(node, args, scope):
+        if node.inputs[0].aval.ndim < 2:
+            from ..dialects import refuse
+
+            refuse(node, f"np.{name} of a 1-d array (a repeated row)")
+        n, m = node.aval.shape[-2:]
+        k = node.attrs.get("k", 0)
+        rows = f"xp.reshape(xp.arange({n}, {scope.device()}), ({n}, 1))"
+        offset = f"xp.arange({m}, {scope.device()}) - {rows}"
+        keep = f"{offset} <= {k}" if name == "tril" else f"{offset} >= {k}"
+        return Expr(f"xp.where({keep}, {args[0].text}, xp.zeros_like({args[0].text}))")
+
+    return print_
+
+
 def _triangle(name, np_fn):
     def impl(x, k=0):
         return np_fn(x, k)
@@ -677,7 +772,8 @@ def _triangle(name, np_fn):
         domain=Domain((REALS,), cases=((((3, 3),), {"k": 0}), (((3, 4),), {"k": 1}),
                                        (((2, 2, 3),), {"k": -1}), (((3,),), {"k": 0}))),
         rule_text=((f"the cotangent's {'lower' if name == 'tril' else 'upper'} triangle "
-                   "(a 1-d input is a row repeated: the columns summed)"),))
+                   "(a 1-d input is a row repeated: the columns summed)"),),
+        xp=_xp_triangle(name))
     return row
 
 
@@ -708,7 +804,7 @@ add_eye = defop(
     sympy=lambda x, scale: x + scale * np.eye(np.shape(x)[-1], dtype=int),
     domain=Domain((REALS,), cases=((((3, 3),), {"scale": 1.0}),
                                    (((2, 2, 2),), {"scale": -1.0}))),
-    rule_text=("the cotangent",))
+    rule_text=("the cotangent",), xp=_xp_add_eye)
 
 
 # --- kron and cross --------------------------------------------------------------------------
@@ -1001,6 +1097,7 @@ svdvals = defop(
     "svdvals", lambda a: np.linalg.svd(a, compute_uv=False),
     lambda node, args: Expr(f"np.linalg.svd({args[0].text}, compute_uv=False)"),
     vjp=(_svdvals_vjp,), sympy=lambda a: _stacked(lambda m: _sym_svd(m, "s"), a),
+    xp=lambda node, args, scope: Expr(f"xp.linalg.svdvals({args[0].text})"),
     domain=Domain((REALS,), cases=_RECT + ((((3, 2),), {}),)),
     rule_text=("U diag(G) Vh",))
 

@@ -129,6 +129,35 @@ def _print_np(fn, keys=("axis", "keepdims"), defaults=None):
     return print_
 
 
+def _xp_reduction(fn, ddof_as=None):
+    """The array API's spelling: ``xp.var(x, axis=..., correction=1)`` for NumPy's ``ddof``."""
+
+    def print_(node, args, scope):
+        parts = [args[0].text]
+        if node.attrs.get("axis") is not None:
+            parts.append(f"axis={_axis_text(node.attrs['axis'])}")
+        if ddof_as and node.attrs.get("ddof", 0):
+            parts.append(f"{ddof_as}={node.attrs['ddof']!r}")
+        if node.attrs.get("keepdims"):
+            parts.append("keepdims=True")
+        return Expr(f"{fn}({', '.join(parts)})")
+
+    return print_
+
+
+def _xp_cumulative(fn):
+    """``xp.cumulative_sum(x, axis=...)``; the reversed sum flips with ``xp.flip``."""
+
+    def print_(node, args, scope):
+        axis = node.attrs["axis"]
+        if not node.attrs.get("reverse"):
+            return Expr(f"xp.{fn}({args[0].text}, axis={axis})")
+        flipped = f"xp.flip({args[0].text}, axis={axis})"
+        return Expr(f"xp.flip(xp.{fn}({flipped}, axis={axis}), axis={axis})")
+
+    return print_
+
+
 # --- max and min: tied extremes share the cotangent equally (JAX's convention) --------------
 
 
@@ -287,7 +316,8 @@ var = defop(
     _print_np("np.var", ("axis", "ddof", "keepdims")),
     vjp=(_var_vjp,), sympy=_sym_var, domain=Domain((REALS,), cases=_VAR_CASES + _VAR_ONLY_CASES),
     rule_text=("d var(u)/du = 2 (u - mean(u)) / (n - ddof)",),
-    abstract=abstract.reduction)
+    abstract=abstract.reduction,
+    xp=_xp_reduction("xp.var", "correction"))
 
 # At zero variance (a constant slice) the gradient is nan, like JAX: sqrt has an infinite
 # slope at 0 and the centered entries are all 0.
@@ -300,7 +330,8 @@ std = defop(
         sp.sqrt, _sym_var(x, axis, keepdims, ddof)),
     domain=Domain((REALS,), cases=_VAR_CASES),
     rule_text=("d std(u)/du = (u - mean(u)) / ((n - ddof) std(u)); nan at zero variance",),
-    abstract=abstract.reduction)
+    abstract=abstract.reduction,
+    xp=_xp_reduction("xp.std", "correction"))
 
 
 # --- the 2-norm (vectors) and the Frobenius norm (matrices) -------------------------------
@@ -308,7 +339,7 @@ std = defop(
 # Its derivative u / norm(u) is undefined at u = 0: the gradient there is nan (as in JAX).
 norm = defop(
     "norm", lambda x, axis=None, keepdims=False: np.linalg.norm(x, axis=axis, keepdims=keepdims),
-    _print_np("np.linalg.norm"),
+    _print_np("np.linalg.norm"), xp=_xp_reduction("xp.linalg.vector_norm"),
     vjp=(lambda g, ans, x, axis=None, keepdims=False:
          _keep(g, _shape(x), axis, keepdims) * x / _keep(ans, _shape(x), axis, keepdims),),
     sympy=lambda x, axis=None, keepdims=False: _sym_map(
@@ -364,7 +395,8 @@ cumsum = defop(
         (((3, 4),), {"axis": 0, "reverse": True}),
     )),
     rule_text=("d cumsum(u)_i/du_j = 1 for j <= i: the cotangent summed from the end",),
-    abstract=abstract.scan)
+    abstract=abstract.scan,
+    xp=_xp_cumulative("cumulative_sum"))
 
 
 def _cumprod_vjp(g, ans, x, axis=0):
@@ -393,7 +425,8 @@ cumprod = defop(
     sympy=lambda x, axis=0: np.cumprod(np.asarray(x, dtype=object), axis=axis),
     domain=Domain((REALS,), cases=((((4,),), {"axis": 0}), (((2, 3),), {"axis": 1}),
                                    (((3, 2),), {"axis": 0}))),
-    rule_text=("d cumprod(u)_i/du_j = product of u_l for l <= i, l != j (right at zeros)",))
+    rule_text=("d cumprod(u)_i/du_j = product of u_l for l <= i, l != j (right at zeros)",),
+    xp=_xp_cumulative("cumulative_prod"))
 
 
 # --- indices and counts: locally constant, no gradient ---------------------------------------

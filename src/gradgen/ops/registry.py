@@ -87,6 +87,9 @@ class Op:
     n_out: int = 1
     elementwise: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The array-API form (dialects.py): a printer (node, args, scope) where the spelling
+    # differs from NumPy's, a string saying why the standard has none, or None: derived.
+    xp: Callable[..., Any] | str | None = None
     abstract: Callable[..., Any] | None = None
 
     def __call__(self, *args, **attrs):
@@ -218,6 +221,7 @@ def method(fmt: str) -> Printer:
             receiver = f"np.asarray({args[0].text})"
         return Expr(f"{receiver}{tail}", PREC_ATOM - 1)
 
+    print_method.numpy_method = True  # a NumPy method: its row needs an explicit xp form
     return print_method
 
 

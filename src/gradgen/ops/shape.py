@@ -172,6 +172,12 @@ def _concatenate_abstract(op, *xs, axis=0):
     return abstract.make(shape, *found)
 
 
+def _xp_concat(node, args, scope):
+    axis = node.attrs["axis"]
+    items = ", ".join(a.text for a in args)
+    return Expr(f"xp.concat([{items}]" + (f", axis={axis})" if axis else ")"))
+
+
 concatenate = defop(
     "concatenate", lambda *xs, axis=0: np.concatenate(xs, axis=axis), _print_concatenate,
     vjp=_PieceRules((None,)),
@@ -180,7 +186,8 @@ concatenate = defop(
                                    (((2, 2), (2, 1), (2, 3)), {"axis": 1}),
                                    (((1, 3), (2, 3)), {"axis": 0}))),
     rule_text=("input i gets the cotangent's slice where it was placed along the axis",),
-    abstract=_concatenate_abstract)
+    abstract=_concatenate_abstract,
+    xp=_xp_concat)
 
 
 def _join(arrays, axis, name="np.concatenate"):
@@ -366,7 +373,8 @@ tile = defop(
                                    (((2, 2),), {"reps": (2, 1, 2)}),
                                    (((2, 3),), {"reps": (2,)}),
                                    (("py",), {"reps": (3,)}))),
-    rule_text=("the cotangent summed over the copies",))
+    rule_text=("the cotangent summed over the copies",),
+    xp=lambda node, args, scope: Expr(f"xp.tile({args[0].text}, {tuple(node.attrs['reps'])!r})"))
 
 
 def _repeat_index(n, repeats):
@@ -546,6 +554,19 @@ def _print_pad(node, args):
     return Expr(text + ")")
 
 
+def _xp_pad(node, args, scope):
+    attrs = node.attrs
+    values = {v for pair in attrs["constant_values"] or () for v in pair}
+    if attrs["mode"] != "constant" or len(values) > 1:
+        from ..dialects import refuse
+
+        refuse(node, f"np.pad with mode={attrs['mode']!r} or different constant values per "
+               "side (array_api_extra.pad has one constant)")
+    fill = values.pop() if values else 0
+    tail = f", constant_values={fill!r}" if fill else ""
+    return Expr(f"xpx.pad({args[0].text}, {_pairs_text(attrs['pad_width'])}{tail})")
+
+
 pad = defop(
     "pad", _pad_impl, _print_pad, vjp=(_pad_vjp,), sympy=_pad_impl,
     domain=Domain((REALS,), cases=(
@@ -559,7 +580,8 @@ pad = defop(
                      "constant_values": None}),
         (((3,),), {"pad_width": ((2, 4),), "mode": "wrap", "constant_values": None}))),
     rule_text=(("constant mode: the cotangent's interior; edge, reflect, symmetric, wrap: "
-                "the cotangent added back to the entries each padded entry copies"),))
+                "the cotangent added back to the entries each padded entry copies"),),
+    xp=_xp_pad)
 
 
 def _as_pairs(value, ndim, dtype):
@@ -718,7 +740,9 @@ add_along_axis = defop(
         (((4,), (3,), np.array([0, 2, 0])), {"axis": 0}),
         (((2, 3), (2, 2), np.array([[0, 0], [2, 1]])), {"axis": 1}))),
     rule_text=("the cotangent", "the cotangent read where each value was added"),
-    extra={"statement": _print_add_along_axis})
+    extra={"statement": _print_add_along_axis},
+    xp="np.add.at along an axis (the gradient of np.take_along_axis and np.sort) has no "
+       "array-API form in gradgen yet")
 
 
 def _np_take_along_axis(arr, indices, axis=-1):
