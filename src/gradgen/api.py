@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .abstract import concrete as value_of
 from .build import Built, Request, build, build_jacobian, keeps_loops
 from .compile import load_module
 from .dialects import check_target
@@ -401,7 +402,7 @@ def vjp(fn, *args):
         outs = replay(_forward_only(built.forward), by_input)
         return unflatten(out_tree, outs), _Pullback(fn, args, built, None, ())
     namespace = load_module(built.source, built.fname, f"{built.fname}_vjp")
-    outputs = unflatten(out_tree, [values[r.node] for r in built.forward.outputs])
+    outputs = unflatten(out_tree, [value_of(values, r) for r in built.forward.outputs])
     call = namespace[f"{built.fname}_vjp"]
     return outputs, _Pullback(fn, args, built, call, namespace.get("GuardFailure", ()))
 

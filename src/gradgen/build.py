@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import __version__
+from .abstract import Pending, shaped_value
 from .emit import FunctionSpec, emit_module
 from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
@@ -361,8 +362,26 @@ def build(fn, args, request: Request, command: str | None = None,
         f"# Source sha256: {source_hash(fn)}",
     ]
     source = emit_module(header, specs, request.target)
+    release_values(forward, full)
     return Built(source, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))
+
+
+def release_values(forward: Graph, joint: Graph) -> None:
+    """Forget the traced arrays once the module is written: a compiled path would otherwise
+    keep every forward intermediate alive (and the first run of the module would need the
+    memory twice). Inputs, constants and the forward's outputs stay; anything else is
+    Pending again, computed from the inputs if someone asks (check does, for its report)."""
+    keep = {r.node for r in forward.outputs}
+    for values in {id(g.meta["values"]): g.meta["values"] for g in (forward, joint)}.values():
+        for node, value in values.items():
+            if node in keep or node.op.name in ("input", "const"):
+                continue
+            if isinstance(value, np.ndarray):
+                values[node] = Pending.of(value)
+            elif node.op.n_out > 1 and isinstance(value, tuple) and any(
+                    isinstance(v, np.ndarray) for v in value):
+                values[node] = Pending.of(value, node.op.n_out)
 
 
 def _output_name(forward: Graph) -> str:
@@ -381,7 +400,7 @@ def _conversions(leaves, wrt, joint, values, n_out) -> dict[int, str]:
     convert = {}
     for j, k in enumerate(wrt):
         value = leaves[k].value
-        g_value = values.get(joint.outputs[n_out + j].node)
+        g_value = shaped_value(values, joint.outputs[n_out + j])
         if isinstance(value, float | np.floating) and type(g_value) is not float:
             convert[n_out + j] = "float"
         elif isinstance(value, np.ndarray) and not isinstance(g_value, np.ndarray):
@@ -473,6 +492,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     trace = Trace()
     trace.nodes, trace.inputs = list(joint.nodes), list(joint.inputs)
     trace.values = dict(joint.meta["values"])
+    trace.lazy = True
     results = []
     with trace, at_loc(function_loc(fn)):
         for o, out in enumerate(forward.outputs):
@@ -497,7 +517,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     items = list(range(len(results)))
     convert = {}
     for i, r in enumerate(results):  # the types grad gives (see _conversions)
-        value, result = leaves[wrt[i % len(wrt)]].value, trace.values.get(r.node)
+        value, result = leaves[wrt[i % len(wrt)]].value, shaped_value(trace.values, r)
         if isinstance(value, float | np.floating) and r.aval.shape == () and type(
                 result) is not float:
             convert[i] = "float"
@@ -519,6 +539,7 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
         f"# Source sha256: {source_hash(fn)}",
     ]
     source = emit_module(header, [spec])
+    release_values(forward, full)
     return Built(source, forward, full, fname, request, wrt, (tree, items))
 
 

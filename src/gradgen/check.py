@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .abstract import concrete
 from .errors import GradgenError, GradientMismatch
 from .ir import Graph, Node
 from .ops._sym import sp
@@ -97,8 +98,8 @@ def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, obje
             env[node] = _to_sympy_constant(node.attrs["value"])
         elif op.name == "guard":
             continue
-        elif op.name == "seed" or op.nondiff:
-            env[node] = _to_sympy_constant(values[node])
+        elif op.name == "seed" or op.nondiff:  # a backward mask may not be computed yet
+            env[node] = _to_sympy_constant(concrete(values, node.out))
         else:
             if op.sympy is None:
                 raise GradgenError(f"op {op.name} has no sympy meaning; it cannot be checked",
@@ -359,7 +360,7 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
         if op.vjp is None or op.nondiff or op.name in ("input", "const", "adjoint", "copy",
                                                        "function_output"):
             continue
-        ins = [values[r.node] for r in node.inputs]
+        ins = [concrete(values, r) for r in node.inputs]
         float_inputs = [i for i, v in enumerate(ins) if np.asarray(v).dtype.kind == "f"]
         if not float_inputs:
             continue
@@ -368,7 +369,7 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
             continue
         seen.add(key)
         rng = np.random.default_rng(1)
-        weight = rng.normal(size=np.shape(values[node]))
+        weight = rng.normal(size=node.aval.shape)
 
         def alone(*xs, _op=op, _attrs=node.attrs, _w=weight):
             return np.sum(_w * _op(*xs, **_attrs))
@@ -407,12 +408,12 @@ def _localize_functions(graph: Graph, values, rtol: float) -> str | None:
 
     for (_, refs), nodes in function_groups(graph).items():
         cls = nodes[0].attrs["function"]
-        ins = [values[r.node] for r in refs[:nodes[0].attrs["n_args"]]]
+        ins = [concrete(values, r) for r in refs[:nodes[0].attrs["n_args"]]]
         floats = [i for i, v in enumerate(ins) if np.asarray(v).dtype.kind == "f"]
         if not floats:
             continue
         rng = np.random.default_rng(2)
-        weights = [rng.normal(size=np.shape(values[n])) for n in nodes]
+        weights = [rng.normal(size=n.aval.shape) for n in nodes]
         indices = [n.attrs["index"] for n in nodes]
 
         def total(outs, _w=weights, _idx=indices):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import layout
+from .abstract import made_as_view, shaped_value
 from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
@@ -335,7 +336,7 @@ class _Buffers:
     def see(self, node: Node, position: int) -> None:
         op = node.op
         if op.name == "adjoint" or (node.is_view and not isinstance(  # x[i, j] is a copy
-                self.values.get(node), np.generic)):
+                shaped_value(self.values, node.out), np.generic)):
             first = node.inputs[0].node
             root = self.root.get(first, first)
             if op.extra.get("view") == "readonly" or first in self.readonly:
@@ -353,10 +354,11 @@ class _Buffers:
             return False
         if root.op.name == "const":  # a view of a literal: copy
             return False
-        value = self.values.get(root)
-        if not isinstance(self.values.get(base, value), np.ndarray) or base.aval.shape == ():
+        known = base if base in self.values else root
+        if not isinstance(shaped_value(self.values, known.out), np.ndarray) \
+                or base.aval.shape == ():
             return False  # a number (np.float64) cannot be written into
-        if isinstance(value, np.ndarray) and value.base is not None and root.op.name != "const":
+        if made_as_view(self.values, root.out) and root.op.name != "const":
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:
             return False

@@ -14,12 +14,13 @@ import itertools
 
 import numpy as np
 
+from .abstract import shaped_value
 from .errors import GradgenError
 from .ir import Graph, Node, Ref
 from .ops.core import cast
 from .ops.registry import defop
 from .source import SourceLoc
-from .tracer import Tracer, at_loc, bind, tracer_value
+from .tracer import Tracer, at_loc, bind, shaped
 from .tracing import parameter_names
 
 _calls = itertools.count(1)
@@ -147,7 +148,7 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
         node, g = by_index.get(i, (None, None))
         if g is None:  # an output that does not reach the loss: zeros of its shape
             aval = node.aval if node is not None else None
-            g = _zeros_like(trace.values.get(node)) if aval is not None else 0.0
+            g = _zeros_like(shaped_value(trace.values, node.out)) if aval is not None else 0.0
         grads_in.append(g)
     arg_refs = first.inputs[1:1 + n_args]
     saved_refs = first.inputs[1 + n_args:]
@@ -169,13 +170,13 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
     for k, (ref, g) in enumerate(zip(arg_refs, grads, strict=True)):
         if g is None or ref.node not in needed:
             continue
-        shape = np.shape(tracer_value(g))
+        shape = np.shape(shaped(g))
         if shape != ref.aval.shape:
             raise GradgenError(
                 f"{cls.__name__}.backward returned a gradient of shape {shape} for input {k}, "
                 f"whose shape is {ref.aval.shape}", where)
         dtype = ref.aval.dtype
-        if ref.aval.is_float and np.result_type(tracer_value(g)) != dtype:
+        if ref.aval.is_float and np.result_type(shaped(g)) != dtype:
             # like PyTorch: a gradient takes its input's dtype (float32 stays float32)
             if isinstance(g, Tracer):
                 with at_loc(g.ref.node.loc or where, (banner, 0)):

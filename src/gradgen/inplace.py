@@ -17,7 +17,7 @@ from .ops.arrays import _inverse_perm
 from .ops.index import index_add, normalize_index, read, real_index, write
 from .ops.registry import route
 from .source import current_loc
-from .tracer import Tracer, tracer_value
+from .tracer import Tracer, shaped, tracer_value
 
 
 def _refuse(what: str, hint: str | None = None):
@@ -26,7 +26,7 @@ def _refuse(what: str, hint: str | None = None):
 
 def assign(target: Tracer, index, value) -> None:
     """``target[index] = value``."""
-    if not isinstance(target.value, np.ndarray):
+    if not isinstance(shaped(target), np.ndarray):
         _refuse("item assignment into a traced scalar")
     if target.dtype.kind != "f" and isinstance(value, Tracer) and value.dtype.kind == "f" \
             and not value.is_constant:
@@ -41,8 +41,8 @@ def assign(target: Tracer, index, value) -> None:
         _refuse("a[idx] = v with a traced integer index array has no gradient rule in gradgen "
                 "(which written value survives a repeated index depends on the data)",
                 "use np.where, or a constant index")
-    region = np.shape(target.value[real_index(template, [tracer_value(a) for a in arrays])])
-    shape = np.shape(tracer_value(value))
+    region = np.shape(shaped(target)[real_index(template, [tracer_value(a) for a in arrays])])
+    shape = np.shape(shaped(value))
     try:
         np.broadcast_to(np.empty(shape, np.int8), region)
     except ValueError:
@@ -118,18 +118,18 @@ def _refuse_aliased_argument(target: Tracer) -> None:
 
 def _fit(new, target: Tracer):
     shape, dtype = target.shape, target.dtype
-    new_shape = tuple(np.shape(tracer_value(new)))
+    new_shape = tuple(np.shape(shaped(new)))
     if new_shape != shape:
         if np.broadcast_shapes(new_shape, shape) != shape:
             raise ValueError(f"non-broadcastable output operand with shape {shape} doesn't "
                              f"match the broadcast shape {np.broadcast_shapes(new_shape, shape)}")
         new = OPS["broadcast_to"](new, shape=shape) if isinstance(new, Tracer) else \
             np.broadcast_to(new, shape)
-    if np.result_type(tracer_value(new)) != dtype:
+    if np.result_type(shaped(new)) != dtype:
         new = OPS["cast"](new, dtype=dtype.name)
     if not isinstance(new, Tracer):
         new = target._trace.buffer(np.array(new, dtype=dtype))
-    if isinstance(target.value, np.ndarray) and not isinstance(new.value, np.ndarray):
+    if isinstance(shaped(target), np.ndarray) and not isinstance(shaped(new), np.ndarray):
         new = write(target, (), new)  # a 0-d array stays an array (h += x, h = 0-d buffer)
     return new
 
@@ -141,7 +141,7 @@ def _rebind(target: Tracer, new: Tracer) -> None:
     if target.history is None:
         target.history = []
     target.history.append(target.ref.node)  # the naming observer names every version
-    target.ref, target.value = new.ref, new.value
+    target.ref, target.value = new.ref, new._value  # pending stays pending
 
 
 def _written_back(base: Tracer, view_node, view: Tracer):
@@ -177,7 +177,7 @@ def _refresh_views(target: Tracer) -> None:
             fresh = read(target, real_index(view_node.attrs["index"]))
         else:
             fresh = view_node.op(target, **view_node.attrs)
-        view.ref, view.value = fresh.ref, fresh.value
+        view.ref, view.value = fresh.ref, fresh._value
         _refresh_views(view)
     target.views = live  # the temporaries made above were registered too; they are gone
 

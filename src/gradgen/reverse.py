@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .abstract import not_finite
 from .errors import GradgenError
 from .function import function_groups, pull_back_function
 from .ir import Graph, Node, Ref
@@ -13,7 +14,7 @@ from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import _seed_value, add_n, adjoint, cast
-from .tracer import Trace, Tracer, at_loc, tracer_value
+from .tracer import Trace, Tracer, at_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -57,6 +58,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.nodes = list(graph.nodes)
     trace.inputs = list(graph.inputs)
     trace.values = dict(values)
+    trace.lazy = True  # the backward is built on shapes: the emitted code computes it
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     loop_adjoints: dict[Node, dict[int, object]] = {}
 
@@ -162,8 +164,8 @@ def _contribution(node: Node, k: int, r: Ref, make):
     with at_loc(node.loc, (node.op, k)):
         try:
             return _fit(make(), r)
-        except (ArithmeticError, ValueError) as e:  # evaluated at the traced values
-            raise _not_finite(node, e) from e
+        except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
+            raise not_finite(node, e) from e
 
 
 class _Deferred:
@@ -178,25 +180,16 @@ class _Deferred:
         return _contribution(*self.args)
 
 
-def _not_finite(node: Node, error: Exception) -> GradgenError:
-    """The derivative of ``node`` cannot be evaluated at the traced input (1 / 0, log(-1))."""
-    statement = node.loc.text() if node.loc is not None else ""
-    where = f" of `{statement}`" if statement else f" of {node.op.name}"
-    return GradgenError(
-        f"computing the derivative{where} raised {type(error).__name__} ({error}); the "
-        "derivative is not finite at this input", node.loc)
-
-
 def _fit(c, ref: Ref):
     """Match a contribution to its input: sum over broadcast axes, cast back to its dtype."""
     aval = ref.aval
-    shape = tuple(np.shape(tracer_value(c)))
+    shape = c.aval.shape if isinstance(c, Tracer) else np.shape(c)
     if shape != aval.shape:
         if len(shape) >= aval.ndim:
             c = sum_to(c, aval.shape)
         else:
             c = broadcast_to(c, shape=aval.shape)
-    dtype = np.result_type(tracer_value(c))
+    dtype = c.aval.dtype if isinstance(c, Tracer) else np.result_type(c)
     if dtype != aval.dtype and aval.is_float:
         c = cast(c, dtype=aval.dtype.name)
     return c

@@ -9,6 +9,7 @@ from typing import Self
 
 import numpy as np
 
+from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
@@ -77,7 +78,14 @@ class Trace:
         self.inputs: list[Node] = []
         self.captured: dict[int, tuple[Tracer, Tracer]] = {}  # serial of outer node -> pair
         self.role = "fwd"
-        self.values: dict[Node, object] = {}  # concrete value of every node, as traced
+        # The value of every node, as traced; in a lazy trace (reverse mode) ops on arrays
+        # are abstract: their value is Pending until asked for (see abstract.py).
+        self.values: dict[Node, object] = {}
+        self.lazy = False
+        # In a forward trace (trace_function makes it a dict): the tracer of each array value,
+        # held weakly, so an intermediate the user's code dropped is freed as it would be
+        # without gradgen; ``settle`` keeps the values still alive when the trace ends.
+        self.live: dict[Node, weakref.ref] | None = None
         self._consts: dict[tuple, Ref] = {}
         # Nodes that depend on no input (NumPy buffers made inside the function, and what is
         # computed from them alone): their values may be used as plain numbers.
@@ -152,13 +160,29 @@ class Trace:
             pair = self.captured[key] = (outer, inner)
         return pair[1]
 
+    def keep(self, tracer: Tracer) -> None:
+        """Hold ``tracer``'s value for good, even once the user's code drops it."""
+        if self.live is not None and self.live.pop(tracer.ref.node, None) is not None:
+            self.values[tracer.ref.node] = tracer._value
+
+    def settle(self) -> None:
+        """Keep the values of the arrays whose tracers are still alive; the others stay
+        Pending (computed again from the inputs if anything asks for them)."""
+        for node, ref in (self.live or {}).items():
+            tracer = ref()
+            if tracer is not None and tracer.ref.node is node:
+                self.values[node] = tracer._value
+        self.live = None
+
     def graph(self, outputs: list[Ref]) -> Graph:
         return Graph(list(self.nodes), list(self.inputs), outputs)
 
     def tracer(self, ref: Ref) -> Tracer:
         """A tracer for an existing node of this trace (reverse mode continues a trace)."""
         value = self.values[ref.node]
-        return Tracer(self, ref, value[ref.index] if ref.node.op.n_out > 1 else value)
+        if ref.node.op.n_out > 1 and type(value) is not Pending:
+            value = value[ref.index]
+        return Tracer(self, ref, value)
 
 
 def bind(op, args, attrs) -> object:
@@ -175,12 +199,20 @@ def bind(op, args, attrs) -> object:
         if isinstance(a, Tracer):
             if a._trace is not trace:
                 a = trace.lift(a)
-            values.append(a.value)
+            values.append(a._value)
             refs.append(a.ref)
             constant = constant and a.ref.node in trace.constant
         else:
             values.append(a)
             refs.append(trace.const(a))
+    pending = Pending in map(type, values)
+    if trace.lazy and not constant:
+        result = _bind_abstract(trace, op, values, refs, attrs, args, pending)
+        if result is not None:
+            return result
+    if pending:  # computed for real: what it reads is computed first
+        values = [concrete(trace.values, r) if type(v) is Pending else v
+                  for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
     outs = out if op.n_out > 1 else (out,)
     try:
@@ -189,14 +221,43 @@ def bind(op, args, attrs) -> object:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
                                    getattr(_state, "loc", None) or current_loc()) from None
     node = trace.add(op, refs, attrs, avals)
-    trace.values[node] = out
     if constant:
         trace.constant.add(node)
     if op.n_out > 1:
+        trace.values[node] = out
         return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(outs))
     result = Tracer(trace, node.out, out)
+    if trace.live is not None and type(out) is np.ndarray and not constant:
+        trace.values[node] = Pending.of(out)
+        trace.live[node] = weakref.ref(result)
+    else:
+        trace.values[node] = out
     if op.extra.get("view") and isinstance(args[0], Tracer):
         _register_view(args[0], result, node)
+    return result
+
+
+def _bind_abstract(trace, op, values, refs, attrs, args, pending):
+    """The op on shapes alone (a lazy trace): a node whose value is Pending, or None when it
+    is to be computed: all inputs known scalars (free, and a derivative that does not exist
+    there is reported at once) or a row without an abstract rule."""
+    if op.abstract is None:
+        return None
+    if not pending and all(r.aval.shape == () for r in refs):
+        return None
+    found = abstract_value(op, [stand_in(v, r) for v, r in zip(values, refs, strict=True)],
+                           attrs)
+    if found is None:
+        return None
+    avals, value = found
+    node = trace.add(op, refs, attrs, avals)
+    trace.values[node] = value
+    if op.n_out > 1:
+        return tuple(Tracer(trace, Ref(node, i), value) for i in range(op.n_out))
+    result = Tracer(trace, node.out, value)
+    if op.extra.get("view") and isinstance(args[0], Tracer) and node.is_view \
+            and value.arrays[0]:  # cannot ask NumPy: a view unless it says it copies
+        _register_view(args[0], result, node, force=True)
     return result
 
 
@@ -228,16 +289,28 @@ def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
 class Tracer:
     """A value seen by the user's code while tracing: the concrete value plus its node."""
 
-    __slots__ = ("__weakref__", "_trace", "base", "history", "ref", "value", "views")
+    __slots__ = ("__weakref__", "_trace", "_value", "base", "history", "ref", "views")
     __array_priority__ = 1000
 
     def __init__(self, trace: Trace, ref: Ref, value):
         self._trace = trace
         self.ref = ref
-        self.value = value
+        self._value = value  # or Pending: computed when first asked for
         self.base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
         self.views: list[weakref.ref] | None = None  # live views of this array
         self.history: list[Node] | None = None  # older versions, overwritten in place
+
+    @property
+    def value(self):
+        """The concrete value (computed now if it was pending: see abstract.py)."""
+        value = self._value
+        if type(value) is Pending:
+            value = self._value = concrete(self._trace.values, self.ref)
+        return value
+
+    @value.setter
+    def value(self, value):
+        self._value = value
 
     @property
     def is_constant(self) -> bool:
@@ -443,7 +516,7 @@ class Tracer:
     # which every view and alias of it sees: a new version (see inplace.py).
     def _inplace(self, op_name, o):
         result = _op(op_name)(self, o)
-        if not isinstance(self.value, np.ndarray):
+        if not isinstance(shaped(self), np.ndarray):
             return result
         from .inplace import overwrite
 
@@ -492,7 +565,7 @@ class Tracer:
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
-            return func(*(tracer_value(a) for a in args), **kwargs)
+            return func(*(shaped(a) for a in args), **kwargs)
         handler = BOUND.get(func)
         if handler is None:
             if _all_constant(args) and _all_constant(kwargs.values()):
@@ -556,7 +629,7 @@ class Tracer:
 
     # & | ^ ~ on boolean masks: the logical rows (on integers, NumPy's bitwise ufuncs)
     def _bits(self, logical, bitwise, o, first=True):
-        both_bool = self.dtype.kind == "b" and np.result_type(tracer_value(o)).kind == "b"
+        both_bool = self.dtype.kind == "b" and np.result_type(shaped(o)).kind == "b"
         fn = logical if both_bool else bitwise
         return fn(self, o) if first else fn(o, self)
 
@@ -594,7 +667,7 @@ class Tracer:
 
     def _inplace_ufunc(self, ufunc, o):
         result = ufunc(self, o)
-        if not isinstance(self.value, np.ndarray):
+        if not isinstance(shaped(self), np.ndarray):
             return result
         from .inplace import overwrite
 
@@ -712,6 +785,12 @@ _STATIC_QUERIES = frozenset({np.shape, np.ndim, np.size})
 
 def tracer_value(x):
     return x.value if isinstance(x, Tracer) else x
+
+
+def shaped(x):
+    """For shape, dtype and kind questions: ``x``'s value when it is known, else a stand-in
+    with its shape, dtype and kind (never computing a pending value); ``x`` if not traced."""
+    return stand_in(x._value, x.ref) if isinstance(x, Tracer) else x
 
 
 def check_traceable(value, what: str) -> None:

@@ -258,6 +258,7 @@ def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
         refresh(code.co_filename)  # an edited file is read again, and its names with it
     leaves, trees = flatten_arguments(args, names)
     with Trace() as trace:
+        trace.live = {}  # arrays the user's code drops are freed (see Trace.settle)
         traced = []
         for k, leaf in enumerate(leaves):
             value = leaf.value
@@ -284,6 +285,10 @@ def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
                 raise cause from error  # NumPy wrapped ours (W[0] = traced, W a global)
         out_leaves, out_tree = flatten(result)
         outputs = [_output_ref(trace, r, fn) for r in out_leaves]
+        for leaf in out_leaves:
+            if isinstance(leaf, Tracer) and leaf._trace is trace:
+                trace.keep(leaf)
+        trace.settle()
     graph = trace.graph(outputs)
     if loops:
         from .loops import roll_loops

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..abstract import Pending, concrete
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..optimize.cse import _hashable
@@ -26,6 +27,16 @@ from .region import Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
 _FREE = ("input", "const")
+
+
+def _output_value(values, ref: Ref):
+    """Output ``ref.index`` of a node's value, as ``values`` holds it (maybe Pending)."""
+    value = values[ref.node]
+    if ref.node.op.n_out > 1 and type(value) is not Pending:
+        return value[ref.index]
+    if type(value) is Pending:
+        return Pending((value.arrays[ref.index],), (value.views[ref.index],))
+    return value
 
 
 def roll_loops(graph: Graph, values: dict) -> Graph:
@@ -310,6 +321,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     inputs: list[Node] = []
 
     def new_input(aval, name, value) -> Node:
+        # a body input holds a number (computed now if the trace let it go: abstract.py),
+        # so the body can be evaluated and reversed from it
         node = Node(OPS["input"], (), {"index": len(inputs)}, (aval,), None, name, "input")
         inputs.append(node)
         body_values[node] = value
@@ -319,12 +332,13 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     carry_in = {}
     for key in carried:
         aval = first[key[0]].avals[key[1]]
-        value = values[plan.inits[key].node]
+        value = concrete(values, plan.inits[key])
         if aval.py is None and not isinstance(value, np.generic | np.ndarray):
             value = aval.dtype.type(value)  # a Python float starting a NumPy float carry
         carry_in[key] = new_input(aval, first[key[0]].name, value)
     slice_at = sorted(plan.slices)
-    slice_in = {j: new_input(first[j].aval, first[j].name, values[first[j]]) for j in slice_at}
+    slice_in = {j: new_input(first[j].aval, first[j].name, concrete(values, first[j].out))
+                for j in slice_at}
     outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
     hoisted: dict[int, Node] = {}
     for j in plan.hoisted:
@@ -339,7 +353,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
 
     def invariant(ref: Ref) -> Node:
         if ref not in invariants:
-            invariants[ref] = new_input(ref.aval, ref.node.name, values[ref.node])
+            invariants[ref] = new_input(ref.aval, ref.node.name, concrete(values, ref))
         return invariants[ref]
 
     for j, node in enumerate(first):
@@ -393,8 +407,13 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         attrs["guarded"] = True  # dce keeps it: the guards inside are checks to run
     avals = tuple(first[q].avals[i] for q, i in carried)
     node = Node(loop, outer, attrs, avals, header or first[0].loc, None, "fwd")
-    final = tuple(values[last[q]] for q, _ in carried)
-    values[node] = final
+    final = tuple(_output_value(values, Ref(last[q], i)) for q, i in carried)
+    if any(type(v) is Pending for v in final):
+        # a carry the trace let go (abstract.py): the loop's values are computed if asked for
+        final = tuple(v if type(v) is Pending else Pending.of(v) for v in final)
+        values[node] = Pending(tuple(v.arrays[0] for v in final))
+    else:
+        values[node] = final
     made_nodes = [*outside, node]
     for c, (q, i) in enumerate(carried):
         out = Node(loop_out, (node.out,), {"index": c}, (avals[c],), last[q].loc, last[q].name,

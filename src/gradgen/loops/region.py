@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..abstract import concrete
 from ..ir import Graph, Node
 from ..ops import OPS
 from ..ops.index import real_index
@@ -244,7 +245,8 @@ def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -
         cots.append(g)
     values = trace.values
     refs = [node.out, *node.inputs, *(g.ref for g in cots)]
-    value = _loop_bwd_impl(values[node], *(values[r.node] for r in node.inputs),
+    # the backward loop runs here on numbers (abstract.py's lazy values are computed now)
+    value = _loop_bwd_impl(None, *(concrete(values, r) for r in node.inputs),
                            *(g.value for g in cots), plan=plan)
     avals = tuple(node.inputs[i].aval for i in targets)
     bwd = trace.add(loop_bwd, refs, {"plan": plan}, avals)

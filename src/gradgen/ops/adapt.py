@@ -14,10 +14,11 @@ def refuse(what: str, hint: str | None = None):
 
 
 def value(x):
-    """The concrete value behind a traced or plain argument (for its shape and dtype)."""
-    from ..tracer import tracer_value
+    """A traced or plain argument shaped as its value (for its shape, dtype and kind only:
+    a value not computed yet is a stand-in, see abstract.py)."""
+    from ..tracer import shaped
 
-    return tracer_value(x)
+    return shaped(x)
 
 
 def ndim(x) -> int:

@@ -6,6 +6,7 @@ import operator
 
 import numpy as np
 
+from .. import abstract
 from .adapt import normalize_axis, refuse
 from .registry import Domain, Expr, defop, method, route
 
@@ -51,10 +52,10 @@ def _unreduce(g, x_shape, axis, keepdims):
     return broadcast_to(g, shape=tuple(x_shape))
 
 
-def _value(x):
-    from ..tracer import tracer_value
+def _value(x):  # for shape, dtype and kind questions only
+    from ..tracer import shaped
 
-    return tracer_value(x)
+    return shaped(x)
 
 
 def _count(x_shape, axis):
@@ -80,7 +81,7 @@ sum_ = defop(
          _unreduce(g, np.shape(_value(x)), axis, keepdims),),
     sympy=lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims),
     domain=Domain((REALS,), cases=_REDUCE_CASES),
-    rule_text=("d sum(u)/du = 1 for every element",))
+    rule_text=("d sum(u)/du = 1 for every element",), abstract=abstract.reduction)
 
 def sum_to(g, shape):
     """Sum a broadcast cotangent back to ``shape`` (only called where the shapes differ)."""
@@ -112,7 +113,8 @@ broadcast_to = defop(
                                    (((2, 1),), {"shape": (2, 4)}),
                                    (((),), {"shape": (3,)}))),
     rule_text=("the cotangent is summed over the broadcast axes",),
-    extra={"view": "readonly"}, xp=_xp_broadcast_to)
+    extra={"view": "readonly"},
+    abstract=abstract.view, xp=_xp_broadcast_to)
 
 
 def _print_reshape(node, args):
@@ -141,7 +143,8 @@ reshape = defop(
     domain=Domain((REALS,), cases=((((2, 3),), {"shape": (3, 2)}),
                                    (((6,),), {"shape": (2, 1, 3)}),
                                    (((1,),), {"shape": ()}))),
-    rule_text=("the cotangent is reshaped back",), extra={"view": True}, xp=_xp_reshape)
+    rule_text=("the cotangent is reshaped back",), extra={"view": True},
+    abstract=abstract.view, xp=_xp_reshape)
 
 
 def _print_transpose(node, args):
@@ -173,7 +176,8 @@ transpose = defop(
     sympy=lambda x, axes=None: np.transpose(x, axes),
     domain=Domain((REALS,), cases=((((2, 3),), {"axes": None}),
                                    (((2, 3, 4),), {"axes": (1, 2, 0)}))),
-    rule_text=("the cotangent is transposed back",), extra={"view": True}, xp=_xp_transpose)
+    rule_text=("the cotangent is transposed back",), extra={"view": True},
+    abstract=abstract.view, xp=_xp_transpose)
 
 
 # --- how NumPy reaches these rows ------------------------------------------------------------

@@ -48,7 +48,7 @@ def _real(val):
 
 
 def _imag(val):
-    return np.imag(value(val))  # zeros, whatever the values: a constant
+    return np.array(np.imag(value(val)))[()]  # zeros, whatever the values: a constant
 
 
 def _conjugate(x):

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .. import abstract
 from ..ir import Aval
 from .registry import PREC_UNARY, Domain, Expr, defop, method, sum_expr
 
@@ -117,6 +118,7 @@ seed = defop("seed", lambda: None, _print_seed, nondiff=True, xp=_xp_seed)
 # The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
 adjoint = defop("adjoint", _identity, lambda node, args: args[0],
                 vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x,
+                abstract=abstract.same_as_first,
                 domain=Domain((REALS,), cases=((((3,),), {}), (("py",), {}))))
 
 
@@ -133,7 +135,7 @@ def _add_n(*xs, uses=()):
 
 # Every contribution to a reused value's adjoint, summed in one place (fused accumulation).
 add_n = defop("add_n", _add_n, _print_add_n, vjp=(lambda g, ans, *xs, uses=(): g,),
-              sympy=_add_n, extra={"variadic": True},
+              sympy=_add_n, extra={"variadic": True}, abstract=abstract.elementwise,
               domain=Domain((REALS,), cases=((((3,), (3,), (3,)), {"uses": ()}),
                                              (((2, 3), (2, 3)), {"uses": ()}),
                                              (("py", "py"), {"uses": ()}))))
@@ -152,7 +154,7 @@ def _xp_copy(node, args, scope):
 
 copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
              sympy=lambda x: x, domain=Domain((REALS,), cases=((((2, 3),), {}),)),
-             xp=_xp_copy)
+             abstract=abstract.fresh, xp=_xp_copy)
 
 
 def _cast(x, dtype):
@@ -180,15 +182,16 @@ def _xp_cast(node, args, scope):
 
 
 def _cast_back(g, ans, x, dtype):
-    from ..tracer import tracer_value
+    from ..tracer import shaped
 
-    return cast(g, dtype=np.result_type(tracer_value(x)).name)
+    return cast(g, dtype=np.result_type(shaped(x)).name)
 
 
 # A dtype change, inserted by reverse mode where a contribution's dtype differs from its input,
 # and by the tracer where NumPy or math would change a scalar's kind (dtype "float": a Python
 # float, as math.sin sees np.float64; a NumPy dtype for a ufunc of Python numbers).
 cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
+             abstract=abstract.elementwise,
              domain=Domain((REALS,), cases=((((3,),), {"dtype": "float32"}),
                                             (((3,),), {"dtype": "float64"}),
                                             (((),), {"dtype": "float32"}),

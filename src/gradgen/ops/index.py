@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import abstract
 from ..errors import UnsupportedOperation
 from ..source import current_loc
 from .arrays import broadcast_to
@@ -119,10 +120,10 @@ def _subscript(node, args, first: int) -> str:
     return index_text(node.attrs["index"], texts)
 
 
-def _value(x):
-    from ..tracer import tracer_value
+def _value(x):  # for shape, dtype and kind questions only
+    from ..tracer import shaped
 
-    return tracer_value(x)
+    return shaped(x)
 
 
 def _zeros_like(x):
@@ -168,6 +169,14 @@ def _getitem_impl(x, *arrays, index):
     return x[real_index(index, arrays)]
 
 
+def _getitem_abstract(op, x, *arrays, index):
+    """The read itself on stand-ins (a view, or a copy the size of the result), unless a
+    boolean mask is not known: then the result's shape is not known either."""
+    if any(a.dtype == np.bool_ and abstract.is_stand_in(a) for a in arrays):
+        return None
+    return _getitem_impl(x, *arrays, index=index)
+
+
 _INDEX_CASES = (
     (((4,),), {"index": (1,)}),
     (((3, 4),), {"index": (("slice", 1, 3, None),)}),
@@ -197,7 +206,8 @@ getitem = defop(
     sympy=_getitem_impl,
     domain=Domain((REALS,), cases=_INDEX_CASES),
     rule_text=("the cotangent placed back at the index (added where it repeats), zeros elsewhere",),
-    extra={"view": True}, xp=_xp_getitem)  # basic indexing: a view of x (advanced indexing copies)
+    extra={"view": True},  # basic indexing: a view of x (advanced indexing copies)
+    abstract=_getitem_abstract, xp=_xp_getitem)
 
 
 # --- the VJP of a basic read: zeros with the cotangent placed --------------------------------
@@ -271,7 +281,9 @@ scatter = defop(
                                               "index": (("slice", 1, 3, None),)}),
                                    (((),), {"shape": (3, 2), "dtype": "float64",
                                             "index": (1, 0)}))),
-    rule_text=("the cotangent at the index",), xp=_xp_scatter)
+    rule_text=("the cotangent at the index",),
+    abstract=lambda op, v, shape, dtype, index: abstract.make(shape, np.dtype(dtype), "array"),
+    xp=_xp_scatter)
 
 
 def _sympy_scatter(v, shape, index):
@@ -484,6 +496,7 @@ index_update = defop(
     rule_text=("the cotangent, zeroed where the write overwrote the old value",
                "the cotangent at the index (of the last write where an index repeats)"),
     extra={"statement": _print_update("="), "vjp_order": (1, 0), "deferred_vjp": (0,)},
+    abstract=abstract.array_like_first,
     xp=_xp_update("set"))
 
 # a[index] += v with every repeated index adding (np.add.at): the VJP of an advanced read.
@@ -492,7 +505,8 @@ index_add = defop(
     vjp=_ValueFirst((lambda g, ans, x, v, *arrays, index: g, _add_at_vjp_v)),
     sympy=_add_at_impl, domain=Domain((REALS,), cases=_UPDATE_CASES),
     rule_text=("the cotangent", "the cotangent at the index (each time it is reached)"),
-    extra={"statement": _print_add_at, "vjp_order": (1, 0)}, xp=_xp_update("add"))
+    extra={"statement": _print_add_at, "vjp_order": (1, 0)},
+    abstract=abstract.array_like_first, xp=_xp_update("add"))
 
 
 # --- np.stack --------------------------------------------------------------------------------
@@ -525,12 +539,22 @@ class _StackRules(tuple):
         return _stack_vjp(i)
 
 
+def _stack_abstract(op, *xs, axis):
+    shape = np.shape(xs[0])
+    found = abstract.result_kind(op, xs, {"axis": axis})
+    if found is None or any(np.shape(x) != shape for x in xs):
+        return None
+    axis = axis % (len(shape) + 1)
+    return abstract.make(shape[:axis] + (len(xs),) + shape[axis:], *found)
+
+
 stack = defop(
     "stack", _stack_impl, _print_stack, vjp=_StackRules((None,)),
     sympy=lambda *xs, axis=0: np.stack(xs, axis=axis),
     domain=Domain((REALS, REALS), cases=((((3,), (3,)), {"axis": 0}),
                                          (((2, 3), (2, 3)), {"axis": 1}))),
     rule_text=("input i gets the cotangent's slice i",),
+    abstract=_stack_abstract,
     xp=lambda node, args, scope: Expr(
         f"xp.stack([{', '.join(a.text for a in args)}]"
         + (f", axis={node.attrs['axis']})" if node.attrs["axis"] else ")")))
@@ -571,20 +595,20 @@ def _read_through(x, template):
     ``h``): the gradient then flows straight from the reader to ``v``, and the old version of
     ``h`` is read only by the next write, so the module can fill one buffer in place."""
     from ..ir import Node
-    from ..tracer import Tracer, _register_view
+    from ..tracer import Tracer, _register_view, shaped
 
     node = x.ref.node
     if node.op.name != "index_update" or len(node.inputs) != 2 or node.attrs["index"] != template:
         return None
-    expected = x.value[real_index(template)]
-    v = x._trace.tracer(node.inputs[1])
-    if np.shape(v.value) != np.shape(expected):
+    expected = shaped(x)[real_index(template)]
+    v = x._trace.tracer(node.inputs[1])  # its value may be pending: only shapes are asked
+    if np.shape(shaped(v)) != np.shape(expected):
         v = broadcast_to(v, shape=tuple(np.shape(expected)))
-    if np.result_type(v.value) != np.result_type(expected) or v.aval.py is not None:
+    if np.result_type(shaped(v)) != np.result_type(expected) or v.aval.py is not None:
         v = cast(v, dtype=np.result_type(expected).name)
-    if not isinstance(v.value, np.ndarray):
+    if not isinstance(shaped(v), np.ndarray):
         return v  # a number: nothing can write into it later
-    view = Tracer(x._trace, v.ref, v.value)
+    view = Tracer(x._trace, v.ref, v._value)
     # a view of x as far as later writes go (NumPy's x[t] shares x's memory)
     _register_view(x, view, Node(getitem, (x.ref,), {"index": template}, (v.aval,)), force=True)
     return view
@@ -592,8 +616,12 @@ def _read_through(x, template):
 
 def write(x, index, v, accumulate: bool = False):
     """``x[index] = v`` (or ``np.add.at(x, index, v)``) as a new version of ``x``."""
+    from ..tracer import Tracer
+
     template, arrays = normalize_index(index)
     op = index_add if accumulate else index_update
+    if isinstance(v, Tracer):
+        v._trace.keep(v)  # x[t] read back right after the write is v (_read_through)
     return op(x, v, *arrays, index=template)
 
 

@@ -25,6 +25,7 @@ import string
 
 import numpy as np
 
+from .. import abstract
 from ._sym import sp
 from .adapt import refuse
 from .arrays import _value, broadcast_to, reshape, transpose
@@ -399,10 +400,31 @@ _MATMUL_CASES = tuple(
                                   ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)), ((2, 3, 4), (4,)),
                                   ((2, 1, 2, 3), (3, 3, 2))])
 
+def _matmul_abstract(op, a, b):
+    """``a @ b`` on shapes: a 1-d operand loses its axis, batch axes broadcast."""
+    sa, sb = np.shape(a), np.shape(b)
+    if not sa or not sb or sa[-1] != sb[-2 if len(sb) > 1 else -1]:
+        return None  # NumPy refuses: let it say so
+    if len(sa) == 1 and len(sb) == 1:
+        shape = ()
+    elif len(sa) == 1:
+        shape = sb[:-2] + sb[-1:]
+    elif len(sb) == 1:
+        shape = sa[:-1]
+    else:
+        shape = np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1])
+    return _product_abstract(op, a, b, shape)
+
+
+def _product_abstract(op, a, b, shape):
+    found = abstract.result_kind(op, (a, b), {})
+    return None if found is None else abstract.make(shape, *found)
+
+
 matmul = defop(
     "matmul", operator.matmul, infix("@", PREC_MUL), vjp=(_matmul_vjp_a, _matmul_vjp_b),
     sympy=lambda a, b: np.matmul(a, b), domain=Domain((REALS, REALS), cases=_MATMUL_CASES),
-    binds=(np.matmul,),
+    binds=(np.matmul,), abstract=_matmul_abstract,
     rule_text=("d(A @ B)/dA: G @ B.T (summed over broadcast batch axes)",
                "d(A @ B)/dB: A.T @ G (summed over broadcast batch axes)"))
 
@@ -410,6 +432,7 @@ outer = defop(
     "outer", np.outer, _printer("np.outer"),
     vjp=(lambda g, ans, a, b: matmul(g, b), lambda g, ans, a, b: matmul(a, g)),
     sympy=lambda a, b: np.outer(a, b),
+    abstract=lambda op, a, b: _product_abstract(op, a, b, (np.size(a), np.size(b))),
     domain=Domain((REALS, REALS), cases=((((3,), (2,)), {}), (((1,), (4,)), {}))),
     rule_text=("d outer(u, v)/du: G @ v", "d outer(u, v)/dv: u @ G"))
 

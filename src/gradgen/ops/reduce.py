@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import abstract
 from ._sym import sp
 from .adapt import refuse
 from .arith import abs_, eq, maximum
@@ -180,7 +181,7 @@ def _extreme_row(name, np_fn, sym, text, floor_count=False):
         sympy=lambda x, axis=None, keepdims=False: _sym_reduce(lambda xs: sym(*xs), x, axis,
                                                               keepdims),
         domain=Domain((REALS,), cases=_CASES),
-        rule_text=(text,))
+        rule_text=(text,), abstract=abstract.reduction)
 
 
 _TIES = "(ties share it equally)"
@@ -206,7 +207,7 @@ mean = defop(
     sympy=lambda x, axis=None, keepdims=False: np.sum(x, axis=axis, keepdims=keepdims)
     / _count(np.shape(x), axis),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d mean(u)/du = 1 / n for every element",))
+    rule_text=("d mean(u)/du = 1 / n for every element",), abstract=abstract.reduction)
 
 
 def _not_nan(x):
@@ -220,7 +221,8 @@ nansum = defop(
          _keep(g, _shape(x), axis, keepdims) * _not_nan(x),),
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(_sym_sum, x, axis, keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d nansum(u)/du = 1, 0 at nan",))
+    rule_text=("d nansum(u)/du = 1, 0 at nan",),
+    abstract=abstract.reduction)
 
 
 def _nanmean_vjp(g, ans, x, axis=None, keepdims=False):
@@ -236,7 +238,8 @@ nanmean = defop(
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(
         lambda xs: sp.Add(*xs) / len(xs), x, axis, keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d nanmean(u)/du = 1 / (number of non-nan entries), 0 at nan",))
+    rule_text=("d nanmean(u)/du = 1 / (number of non-nan entries), 0 at nan",),
+    abstract=abstract.reduction)
 
 
 # --- prod: the product of the others, never a division by a zero ----------------------------
@@ -266,7 +269,8 @@ prod = defop(
     sympy=lambda x, axis=None, keepdims=False: _sym_reduce(lambda xs: sp.Mul(*xs), x, axis,
                                                            keepdims),
     domain=Domain((REALS,), cases=_CASES),
-    rule_text=("d prod(u)/du_i = product of the other entries (no division: right at zeros)",))
+    rule_text=("d prod(u)/du_i = product of the other entries (no division: right at zeros)",),
+    abstract=abstract.reduction)
 
 
 # --- var and std -------------------------------------------------------------------------
@@ -312,6 +316,7 @@ var = defop(
     _print_np("np.var", ("axis", "ddof", "keepdims")),
     vjp=(_var_vjp,), sympy=_sym_var, domain=Domain((REALS,), cases=_VAR_CASES + _VAR_ONLY_CASES),
     rule_text=("d var(u)/du = 2 (u - mean(u)) / (n - ddof)",),
+    abstract=abstract.reduction,
     xp=_xp_reduction("xp.var", "correction"))
 
 # At zero variance (a constant slice) the gradient is nan, like JAX: sqrt has an infinite
@@ -325,6 +330,7 @@ std = defop(
         sp.sqrt, _sym_var(x, axis, keepdims, ddof)),
     domain=Domain((REALS,), cases=_VAR_CASES),
     rule_text=("d std(u)/du = (u - mean(u)) / ((n - ddof) std(u)); nan at zero variance",),
+    abstract=abstract.reduction,
     xp=_xp_reduction("xp.std", "correction"))
 
 
@@ -344,7 +350,8 @@ norm = defop(
         (((3, 4),), {"axis": (1,), "keepdims": True}),
         (((2, 3, 2),), {"axis": (0, 2), "keepdims": False}),
     )),
-    rule_text=("d norm(u)/du = u / norm(u) (nan at u = 0)",))
+    rule_text=("d norm(u)/du = u / norm(u) (nan at u = 0)",),
+    abstract=abstract.reduction)
 
 
 # --- cumulative sums and products --------------------------------------------------------
@@ -388,6 +395,7 @@ cumsum = defop(
         (((3, 4),), {"axis": 0, "reverse": True}),
     )),
     rule_text=("d cumsum(u)_i/du_j = 1 for j <= i: the cotangent summed from the end",),
+    abstract=abstract.scan,
     xp=_xp_cumulative("cumulative_sum"))
 
 
@@ -413,7 +421,7 @@ cumprod = defop(
     "cumprod", lambda x, axis=0: np.cumprod(x, axis=axis),
     lambda node, args: Expr(f"np.cumprod({args[0].text}"
                             + (f", axis={node.attrs['axis']})" if node.aval.ndim > 1 else ")")),
-    vjp=(_cumprod_vjp,),
+    vjp=(_cumprod_vjp,), abstract=abstract.scan,
     sympy=lambda x, axis=0: np.cumprod(np.asarray(x, dtype=object), axis=axis),
     domain=Domain((REALS,), cases=((((4,),), {"axis": 0}), (((2, 3),), {"axis": 1}),
                                    (((3, 2),), {"axis": 0}))),

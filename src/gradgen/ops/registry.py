@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..abstract import elementwise as elementwise_abstract
+
 # Python operator precedence, as the printer needs it (higher binds tighter).
 PREC_COMPARE, PREC_ADD, PREC_MUL, PREC_UNARY, PREC_POW, PREC_ATOM = 5, 10, 11, 12, 13, 16
 
@@ -61,7 +63,17 @@ class Domain:
 
 @dataclass(frozen=True, eq=False)
 class Op:
-    """One row of the rule table: everything every stage needs to know about an op."""
+    """One row of the rule table: everything every stage needs to know about an op.
+
+    ``abstract`` is how the row is built on shapes alone (reverse mode never computes a
+    backward op on the arrays): ``abstract(op, *ins, **attrs)`` gets the inputs shaped (the
+    value when known, else a stand-in with its shape, dtype and kind) and returns a shaped
+    result, or None for "compute it". Rows with ``elementwise=True`` get
+    ``abstract.elementwise`` unless they say otherwise; other families use
+    ``abstract.reduction``, ``abstract.view`` (ops returning views), ``abstract.same_as_first``
+    or a small rule of their own. A row without one is computed for real (correct, slower).
+    See gradgen/abstract.py for the whole convention.
+    """
 
     name: str
     impl: Callable[..., Any]
@@ -78,6 +90,7 @@ class Op:
     # The array-API form (dialects.py): a printer (node, args, scope) where the spelling
     # differs from NumPy's, a string saying why the standard has none, or None: derived.
     xp: Callable[..., Any] | str | None = None
+    abstract: Callable[..., Any] | None = None
 
     def __call__(self, *args, **attrs):
         from ..tracer import bind
@@ -97,6 +110,8 @@ def defop(name: str, impl, printer: Printer, **kw) -> Op:
     """Register one op row; its ``binds`` route those Python/NumPy callables to it."""
     if name in OPS:
         raise ValueError(f"op {name!r} is defined twice")
+    if kw.get("elementwise") and "abstract" not in kw:
+        kw["abstract"] = elementwise_abstract
     op = Op(name, impl, printer, **kw)
     OPS[name] = op
     for target in op.binds:

@@ -17,6 +17,7 @@ import itertools
 
 import numpy as np
 
+from .. import abstract
 from .adapt import refuse
 from .arith import ne, sub
 from .arrays import _transpose, _value, broadcast_to, reshape, sum_, transpose
@@ -157,6 +158,20 @@ def _print_concatenate(node, args):
     return Expr(f"np.concatenate([{items}]" + (f", axis={axis})" if axis else ")"))
 
 
+def _concatenate_abstract(op, *xs, axis=0):
+    shapes = [np.shape(x) for x in xs]
+    found = abstract.result_kind(op, xs, {"axis": axis})
+    if found is None or axis is None:
+        return None
+    axis %= len(shapes[0])
+    if any(len(s) != len(shapes[0]) or any(d != e for k, (d, e) in enumerate(
+            zip(s, shapes[0], strict=True)) if k != axis) for s in shapes):
+        return None  # NumPy refuses: let it say so
+    shape = tuple(sum(s[axis] for s in shapes) if k == axis else d
+                  for k, d in enumerate(shapes[0]))
+    return abstract.make(shape, *found)
+
+
 def _xp_concat(node, args, scope):
     axis = node.attrs["axis"]
     items = ", ".join(a.text for a in args)
@@ -171,6 +186,7 @@ concatenate = defop(
                                    (((2, 2), (2, 1), (2, 3)), {"axis": 1}),
                                    (((1, 3), (2, 3)), {"axis": 0}))),
     rule_text=("input i gets the cotangent's slice where it was placed along the axis",),
+    abstract=_concatenate_abstract,
     xp=_xp_concat)
 
 
@@ -467,6 +483,7 @@ def _roll_impl(x, shift, axis):
 roll = defop(
     "roll", _roll_impl, _print_roll,
     vjp=(lambda g, ans, x, shift, axis: roll(g, shift=_neg_shift(shift), axis=axis),),
+    abstract=abstract.elementwise,
     sympy=_roll_impl,
     domain=Domain((REALS,), cases=((((5,),), {"shift": 2, "axis": None}),
                                    (((2, 3),), {"shift": (1, -1), "axis": (0, 1)}),
@@ -715,6 +732,7 @@ class _BaseAndValue(tuple):
 # base + v added at idx along axis (np.add.at: repeated indices add up): take_along_axis's VJP.
 add_along_axis = defop(
     "add_along_axis", _add_along_axis_impl, _print_as_statement,
+    abstract=abstract.array_like_first,
     vjp=_BaseAndValue((lambda g, ans, base, v, idx, axis: g,
                        lambda g, ans, base, v, idx, axis: take_along_axis(g, idx, axis=axis))),
     sympy=_add_along_axis_impl,

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 
+from ..abstract import shaped_value
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from .accumulate import flatten_sums, slice_updates
@@ -53,7 +54,7 @@ def own_outputs(graph: Graph, positions) -> Graph:
     handed_out: list[np.ndarray] = []
     for i in positions:
         ref = outputs[i]
-        if ref.aval.py is not None or isinstance(values.get(ref.node), np.generic):
+        if ref.aval.py is not None or isinstance(shaped_value(values, ref), np.generic):
             continue  # Python numbers and NumPy scalars are immutable
         views, base = [], ref
         while base.node.op.name == "adjoint" or base.node.is_view:
@@ -74,7 +75,7 @@ def own_outputs(graph: Graph, positions) -> Graph:
         if not own:
             copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
             if ref.node in values:
-                values[copy] = OPS["copy"].impl(values[ref.node])
+                values[copy] = values[ref.node]  # same kind; pending or not (a copy)
             nodes.append(copy)
             outputs[i] = copy.out
     if outputs == graph.outputs:

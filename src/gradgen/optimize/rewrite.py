@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..abstract import Pending, abstract_value, shaped_value
 from ..ir import Graph, Node, Ref
 
 
@@ -40,16 +41,27 @@ class Rewriter:
         self.nodes.append(node)
 
     def add(self, nodes) -> None:
-        """Keep new nodes a pass built, with their values when the graph carries values."""
+        """Keep new nodes a pass built, with what is known of their values when the graph
+        carries values: built on shapes like the backward (abstract.py), or computed from
+        known inputs for a row without an abstract rule (else left to be computed if asked)."""
         for node in nodes:
             if self.values is not None:
-                args = [self.values.get(r.node) for r in node.inputs]
-                if node.op.name == "const":
-                    self.values[node] = node.attrs["value"]
-                elif all(a is not None for a in args):
-                    with np.errstate(all="ignore"):
-                        self.values[node] = node.op.impl(*args, **node.attrs)
+                self._describe(node)
             self.nodes.append(node)
+
+    def _describe(self, node: Node) -> None:
+        if node.op.name == "const":
+            self.values[node] = node.attrs["value"]
+            return
+        args = [shaped_value(self.values, r) for r in node.inputs]
+        if any(a is None for a in args):
+            return
+        found = abstract_value(node.op, args, node.attrs)
+        if found is not None:
+            self.values[node] = found[1]
+        elif not any(type(self.values[r.node]) is Pending for r in node.inputs):
+            with np.errstate(all="ignore"):
+                self.values[node] = node.op.impl(*args, **node.attrs)
 
     def replace(self, node: Node, ref: Ref) -> None:
         """Every reader of ``node`` (single output) reads ``ref`` instead."""
