@@ -34,6 +34,7 @@ PARTS = [
     "part_workloads",  # the seven workloads: cached, memory, first call, stages
     "part_first_call",  # first call per op, 1e2..1e5 ops, with the SVG plot
     "array_api",  # target="array-api": jax.jit(module) vs jax.jit(jax.grad), torch autograd
+    "part_loops",  # rolled loops against unrolled ones: first call, cached call, lines
 ]
 
 

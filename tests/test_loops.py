@@ -370,3 +370,25 @@ def test_nested_loops_without_source_lines_keep_their_variables_apart(monkeypatc
     assert "for t_1 in range(16):" in source
     got = run_emitted(source)["pair_energy_grad"](P)
     np.testing.assert_allclose(got, numeric_grad(pair_energy, [P], 0), rtol=1e-6, atol=1e-8)
+
+
+def test_a_rolled_loop_feeding_later_arithmetic_with_arrays_let_go():
+    # the trace lets intermediate arrays go (abstract.py); the loss after the loop asks for
+    # the final state's value, which is computed through the loop node made after the trace
+    def last_state_loss(W, U, xs, target):
+        h = np.zeros(W.shape[0])
+        for t in range(xs.shape[0]):
+            h = np.tanh(W @ h + U @ xs[t])
+        return 0.5 * np.sum((h - target) ** 2)
+
+    from .conftest import numeric_grad
+
+    rng = np.random.default_rng(3)
+    args = (rng.normal(size=(6, 6)) * 0.3, rng.normal(size=(6, 4)) * 0.3,
+            rng.normal(size=(20, 4)), rng.normal(size=6))
+    g_w, g_u = gradgen.grad(last_state_loss, argnums=(0, 1))(*args)
+    np.testing.assert_allclose(g_w, numeric_grad(last_state_loss, args, 0), rtol=1e-6,
+                               atol=1e-9)
+    np.testing.assert_allclose(g_u, numeric_grad(last_state_loss, args, 1), rtol=1e-6,
+                               atol=1e-9)
+    assert "for t in reversed(range(20)):" in gradgen.emit(last_state_loss, *args)

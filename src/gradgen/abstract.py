@@ -141,19 +141,23 @@ def concrete(values: dict, ref: Ref):
 
 
 def _compute(values: dict, target: Node) -> None:
+    # inputs before their users, by an iterative depth-first walk: serials are not enough,
+    # since a node made after the trace (a rolled loop) can feed nodes recorded before it
     todo: list[Node] = []
     seen: set[Node] = set()
-    stack = [target]
+    stack: list[tuple[Node, bool]] = [(target, False)]
     while stack:
-        node = stack.pop()
+        node, inputs_done = stack.pop()
+        if inputs_done:
+            todo.append(node)
+            continue
         if node in seen:
             continue
         seen.add(node)
         value = values.get(node, _MISSING)
         if value is _MISSING or type(value) is Pending:
-            todo.append(node)
-            stack.extend(r.node for r in node.inputs)
-    todo.sort(key=lambda n: n.serial)  # serials are creation order: inputs come first
+            stack.append((node, True))
+            stack.extend((r.node, False) for r in node.inputs if r.node not in seen)
     for node in todo:
         if node.op.name == "const":
             values[node] = node.attrs["value"]
