@@ -117,11 +117,11 @@ class Browser:
         self.ws = None
         try:
             port = self._port()
-            deadline = time.time() + 30
+            deadline = time.monotonic() + 30
             while True:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list") as r:
                     pages = [t for t in json.load(r) if t["type"] == "page"]
-                if pages or time.time() > deadline:
+                if pages or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
             self.ws = _Socket(pages[0]["webSocketDebuggerUrl"])
@@ -132,8 +132,8 @@ class Browser:
             raise
 
     def _port(self) -> int:
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             line = self.process.stderr.readline()
             match = re.search(r"DevTools listening on ws://127\.0\.0\.1:(\d+)/", line)
             if match:
@@ -160,9 +160,9 @@ class Browser:
         return result["result"].get("value")
 
     def wait_for(self, condition: str, timeout: float = 20) -> None:
-        deadline = time.time() + timeout
+        deadline = time.monotonic() + timeout
         while not self.evaluate(f"!!({condition})"):
-            if time.time() > deadline:
+            if time.monotonic() > deadline:
                 raise TimeoutError(condition)
             time.sleep(0.05)
 
