@@ -72,22 +72,20 @@ class ModuleConstants:
         self.by_key: dict[tuple, str] = {}
 
     def name_for(self, value: np.ndarray) -> str:
-        key = (value.dtype.str, value.shape, value.tobytes())
-        name = self.by_key.get(key)
-        if name is None:
-            name = f"ARRAY_{len(self.by_key)}"
-            self.by_key[key] = name
-            self.lines.append(layout.statement(f"{name} = {literal(value).text}", 0))
-        return name
+        return self._named(("array",), value, lambda: literal(value).text)
 
     def name_for_list(self, value: np.ndarray) -> str:
         """A module-level nested list (the array-API target makes it an array per call)."""
-        key = ("list", value.dtype.str, value.shape, value.tobytes())
+        return self._named(("list",), value, lambda: _nested(value))
+
+    def _named(self, kind: tuple, value: np.ndarray, text) -> str:
+        """One module-level name per distinct constant (of each kind), defined once."""
+        key = (*kind, value.dtype.str, value.shape, value.tobytes())
         name = self.by_key.get(key)
         if name is None:
             name = f"ARRAY_{len(self.by_key)}"
             self.by_key[key] = name
-            self.lines.append(layout.statement(f"{name} = {_nested(value)}", 0))
+            self.lines.append(layout.statement(f"{name} = {text()}", 0))
         return name
 
 

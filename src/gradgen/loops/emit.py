@@ -378,12 +378,7 @@ class RegionWriter:
                 lines.append(f"{info.saved[-1]} = []")
                 end.append(f"{info.saved[-1]}.append({text})")
         end += self._updates(carries, emitted.results[:n_carry]) + after
-        count = region.trips
-        span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
-        lines.append(f"for {var} in {span}:")
-        lines += _indented(emitted.lines + end)
-        if var != "_":
-            self._free_vars().add(var)
+        lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=False)
         self.forward[node] = info
         self.results[node] = carries
         return lines, emitted.guards * region.trips
@@ -478,14 +473,18 @@ class RegionWriter:
                if output_nodes[k] not in accumulate]
         end += self._updates([a for _, a in carry_pairs],
                              [emitted.results[k] for k, _ in carry_pairs])
-        count = region.trips
-        span = f"range({info.start}, {info.start + count})" if info.start else f"range({count})"
-        lines.append(f"for {var} in reversed({span}):")
-        lines += _indented(emitted.lines + end)
-        if var != "_":
-            self._free_vars().add(var)
+        lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=True)
         self.results[node] = results
         return lines, emitted.guards * region.trips
+
+    def _loop(self, var: str, start: int, trips: int, body: list[str], reverse: bool):
+        """``for var in range(...)`` (or ``reversed(range(...))``) over ``body``; the
+        variable is free again after the loop."""
+        span = f"range({start}, {start + trips})" if start else f"range({trips})"
+        header = f"for {var} in reversed({span}):" if reverse else f"for {var} in {span}:"
+        if var != "_":
+            self._free_vars().add(var)
+        return [header, *_indented(body)]
 
     def _outputs_of(self, node: Node) -> dict[int, Node]:
         return {out.attrs["index"]: out for out in self.wanted_names
