@@ -59,6 +59,10 @@ STAGES = [
     (gradgen.build, "optimize", "optimize"),
     (gradgen.build, "dce", "optimize"),
     (gradgen.build, "emit_module", "emit"),
+    # a call writes only the function it runs (text_of), the whole module when read (text);
+    # gradgen.emit is the function of that name, the module is in sys.modules
+    (sys.modules["gradgen.emit"].Module, "text_of", "emit"),
+    (sys.modules["gradgen.emit"].Module, "text", "emit"),
     (gradgen.build, "source_hash", "source hash"),
     (gradgen.api, "load_module", "compile"),
 ]

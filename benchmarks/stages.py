@@ -23,7 +23,9 @@ STAGES: list[tuple[str, list[str], list[str]]] = [
     ("trace", ["gradgen.tracing:trace_function"], []),
     ("reverse", ["gradgen.reverse:reverse"], []),
     ("optimize", ["gradgen.optimize:optimize", "gradgen.optimize:dce"], []),
-    ("emit", ["gradgen.emit:emit_module"], []),
+    # a call writes only the function it runs (Module.text_of); the rest when read (text)
+    ("emit", ["gradgen.emit:emit_module", "gradgen.emit:Module.text_of",
+              "gradgen.emit:Module.text"], []),
     ("compile", ["gradgen.compile:load_module"], []),
     # everything else the build does: argument checks, output selection, the module header
     ("other build work", ["gradgen.api:GradFunction._compile"], []),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import math
 import os
 import re
@@ -327,6 +328,40 @@ def test_source_attribute_and_getsource():
     text = inspect.getsource(fn)
     assert text.startswith("def two_args_grad(a, b):")
     assert text in df.source
+
+
+def value_reads_math(x, y):
+    return x * 2.0 + math.sin(y)  # the gradient in x needs no math
+
+
+def test_a_call_compiles_only_the_function_it_runs():
+    df = gradgen.value_and_grad(two_args)
+    assert df(2.0, 3.0) == (20.0, 10.0)
+    compiled = linecache.getlines(_compiled(df).__code__.co_filename)
+    assert "def two_args_value_and_grad(a, b):\n" in compiled
+    assert not any(line.startswith("def two_args_grad(") for line in compiled)
+    assert df.source == gradgen.emit(two_args, 2.0, 3.0)  # the whole module, when read
+
+
+def test_the_module_a_call_compiles_imports_what_its_function_uses():
+    df = gradgen.grad(value_reads_math)
+    assert df(1.0, 0.5) == 2.0
+    compiled = "".join(linecache.getlines(_compiled(df).__code__.co_filename))
+    assert "import math" not in compiled and "import math" in df.source
+    assert df.source == gradgen.emit(value_reads_math, 1.0, 0.5)
+    assert inspect.getsource(_compiled(df)) in df.source
+
+
+def test_a_module_is_the_same_whichever_function_is_written_first():
+    from gradgen.build import Request, build
+
+    whole = gradgen.emit(arrays, np.ones((2, 3)), np.full(3, 0.5), 2.0)
+    for first in ("arrays_value_and_grad", "arrays_grad"):
+        built = build(arrays, (np.ones((2, 3)), np.full(3, 0.5), 2.0), Request())
+        alone = built.function_source(first)
+        assert f"def {first}(" in alone and alone.count("\ndef ") == 1
+        assert built.source == whole
+    assert whole.startswith(built.function_source("arrays_grad").rstrip("\n"))
 
 
 def test_traceback_shows_generated_code():

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from .abstract import concrete as value_of
-from .build import Built, Request, build, build_jacobian, keeps_loops
+from .build import Built, Request, build, build_jacobian, keeps_loops, without_gc
 from .compile import load_module
 from .dialects import check_target
 from .errors import GradgenError
@@ -154,7 +155,7 @@ class GradFunction:
             except path.non_finite as e:
                 raise GradgenError(str(e)) from None
             except (ArithmeticError, ValueError) as e:
-                raise _runtime_error(e, path.built) from e
+                raise _runtime_error(e) from e
             if i:
                 paths.insert(0, paths.pop(i))
             self._last = path
@@ -167,7 +168,7 @@ class GradFunction:
         except path.non_finite as e:
             raise GradgenError(str(e)) from None
         except (ArithmeticError, ValueError) as e:
-            raise _runtime_error(e, path.built) from e
+            raise _runtime_error(e) from e
         except path.guard_failure as e:
             raise GradgenError(
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
@@ -192,9 +193,10 @@ class GradFunction:
             return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")
         return build(self.fn, args, self.request)
 
+    @without_gc
     def _compile(self, args) -> _Path:
         built = self._build(args)
-        namespace = load_module(built.source, built.fname, f"{built.fname}_{self.kind}")
+        namespace = load_function(built, f"{built.fname}_{self.kind}")
         guard = namespace.get("GuardFailure", _NeverRaised)
         non_finite = namespace.get("NonFiniteGradient", _NeverRaised)
         return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built, non_finite)
@@ -208,6 +210,13 @@ class GradFunction:
             return result
         value, grads = result
         return (value, grads) if self.with_value else grads
+
+
+@without_gc
+def load_function(built: Built, name: str) -> dict:
+    """Write the emitted function ``name`` (only it: the module's others are written when
+    someone reads ``built.source``) and compile it, as a module of its own."""
+    return load_module(built.function_source(name), built.fname)
 
 
 class _NeverRaised(Exception):
@@ -236,15 +245,16 @@ def inline_result(built: Built, args, extra_inputs=()):
 _LOC_COMMENT = re.compile(r"#\s+(\S+\.py:\d+|<[^>]+>:\d+)")
 
 
-def _runtime_error(error: Exception, built: Built) -> GradgenError:
+def _runtime_error(error: Exception) -> GradgenError:
     """An arithmetic error inside generated code, told in terms of the user's source line."""
     tb = error.__traceback__
-    line_no = None
+    line_no, filename = None, None
     while tb is not None:
         if tb.tb_frame.f_code.co_filename.startswith("<gradgen "):
-            line_no = tb.tb_lineno
+            line_no, filename = tb.tb_lineno, tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
-    lines = built.source.splitlines()
+    # the text that ran: a call compiles its own function only (Built.function_source)
+    lines = [line.rstrip("\n") for line in linecache.getlines(filename)] if filename else []
     if line_no is None or line_no > len(lines):
         return GradgenError(f"the generated gradient raised {type(error).__name__}: {error}")
     statement = lines[line_no - 1].strip()
@@ -374,7 +384,7 @@ class _Pullback:
         try:
             _, grads = self._call(*self.args, cotangent)
         except (ArithmeticError, ValueError) as e:
-            raise _runtime_error(e, self.built) from e
+            raise _runtime_error(e) from e
         return grads
 
 
@@ -401,7 +411,7 @@ def vjp(fn, *args):
         by_input.update(built.forward.meta.get("captured", {}))
         outs = replay(_forward_only(built.forward), by_input)
         return unflatten(out_tree, outs), _Pullback(fn, args, built, None, ())
-    namespace = load_module(built.source, built.fname, f"{built.fname}_vjp")
+    namespace = load_function(built, f"{built.fname}_vjp")
     outputs = unflatten(out_tree, [value_of(values, r) for r in built.forward.outputs])
     call = namespace[f"{built.fname}_vjp"]
     return outputs, _Pullback(fn, args, built, call, namespace.get("GuardFailure", ()))

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import __version__
 from .abstract import Pending, shaped_value
-from .emit import FunctionSpec, emit_module
+from .emit import FunctionSpec, Module, emit_module
 from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
 from .ops import OPS
@@ -43,7 +43,7 @@ class Request:
 class Built:
     """A traced, differentiated, optimized and emitted function for one guard path."""
 
-    source: str
+    module: Module  # the emitted module; each of its functions is written when first read
     forward: Graph
     joint: Graph  # optimized; outputs: values, then gradients (then intermediates' adjoints)
     fname: str
@@ -54,6 +54,15 @@ class Built:
     # What the module was emitted from, so it can be emitted again annotated (explain).
     header: tuple[str, ...] = ()
     specs: tuple[FunctionSpec, ...] = ()
+
+    @property
+    def source(self) -> str:
+        """The whole emitted module's text."""
+        return self.module.text()
+
+    def function_source(self, name: str) -> str:
+        """The module cut down to the function ``name``: what a call compiles and runs."""
+        return self.module.text_of(name)
 
     def annotated_source(self) -> str:
         """The module with each backward statement commented with its rules (``show``)."""
@@ -232,7 +241,7 @@ def _add_cotangent_inputs(graph: Graph) -> list[Ref]:
     return refs
 
 
-def _without_gc(run):
+def without_gc(run):
     """Building allocates millions of small objects that all live until it ends: the cyclic
     collector would rescan them again and again (a quarter of the time at 10,000 ops)."""
 
@@ -249,7 +258,7 @@ def _without_gc(run):
     return wrapper
 
 
-@_without_gc
+@without_gc
 def build(fn, args, request: Request, command: str | None = None,
           annotate: bool = False) -> Built:
     """Trace ``fn`` at ``args``, differentiate, optimize and emit the module text."""
@@ -361,9 +370,9 @@ def build(fn, args, request: Request, command: str | None = None,
         _regenerate_line(fn, fname, args, request, command),
         f"# Source sha256: {source_hash(fn)}",
     ]
-    source = emit_module(header, specs, request.target)
+    module = Module(header, specs, request.target)  # nothing is written before it is read
     release_values(forward, full)
-    return Built(source, forward, full, fname, request, wrt, returns_full, tuple(header),
+    return Built(module, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))
 
 
@@ -442,7 +451,7 @@ def _one_hot(aval, j: int):
     return basis.reshape(aval.shape)[()]
 
 
-@_without_gc
+@without_gc
 def build_jacobian(fn, args, request: Request, hessian: bool = False,
                    command: str | None = None) -> Built:
     """``<f>_jacobian`` (or ``<f>_hessian``, the Jacobian of the gradient): JAX's shapes,
@@ -538,9 +547,9 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
         f"# Regenerate: gradgen.{kind}({fname}) with arguments of this signature",
         f"# Source sha256: {source_hash(fn)}",
     ]
-    source = emit_module(header, [spec])
+    module = Module(header, [spec])
     release_values(forward, full)
-    return Built(source, forward, full, fname, request, wrt, (tree, items))
+    return Built(module, forward, full, fname, request, wrt, (tree, items))
 
 
 def _replace_leaves(tree: TreeDef, replacements: list[TreeDef]) -> TreeDef:

@@ -134,13 +134,12 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     once the sympy replay and differentiation have used ``symbolic_seconds``: a model's
     check should take seconds, not the minutes sympy needs for a large expression). Raises
     GradientMismatch naming the worst entry and the op or Function whose rule disagrees."""
-    from .api import _normalize_argnums
+    from .api import _normalize_argnums, load_function
     from .build import Request, build
-    from .compile import load_module
 
     nums, as_tuple = _normalize_argnums(argnums)
     built = build(fn, args, Request(nums, as_tuple))
-    namespace = load_module(built.source, built.fname, f"{built.fname}_grad")
+    namespace = load_function(built, f"{built.fname}_grad")
     grad_fn = namespace[f"{built.fname}_grad"]
     guard_failure = namespace.get("GuardFailure", ())
     forward = built.forward

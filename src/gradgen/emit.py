@@ -485,13 +485,66 @@ GUARD_CLASS = '''class GuardFailure(Exception):
     """Raised when an input takes a different branch than the one this code was traced on."""'''
 
 
+class Module:
+    """One module's text, its functions emitted when first needed. A first call compiles only
+    the function it runs (``text_of``): the other one (the value_and_grad beside a grad) costs
+    as much to write as the first, and is written only when someone reads the whole module
+    (``text``, ``df.source``). Functions share the module's constants in spec order, so the
+    whole text is the same whichever was asked for first."""
+
+    def __init__(self, header: list[str], specs: list[FunctionSpec], target: str = "numpy"):
+        self.header, self.specs, self.target = list(header), list(specs), target
+        self._constants = ModuleConstants()
+        self._emitted: list[EmittedFunction] = []  # specs[:len(_emitted)], in order
+        self._constants_after: list[int] = []  # constant lines defined once each is written
+        self._text: str | None = None
+
+    def _emit_through(self, last: int) -> None:
+        while len(self._emitted) <= last:
+            spec = self.specs[len(self._emitted)]
+            self._emitted.append(emit_function(spec, self._constants, self.target))
+            self._constants_after.append(len(self._constants.lines))
+
+    def text(self) -> str:
+        """The whole module: every function of the spec list, in order."""
+        if self._text is None:
+            self._emit_through(len(self.specs) - 1)
+            self._text = _assemble(self.header, self.specs, self._emitted,
+                                   self._constants.lines, self.target)
+        return self._text
+
+    def text_of(self, name: str) -> str:
+        """The module with only the function ``name`` (what a call compiles): the header, the
+        imports, constants and classes that function uses, and the function. For the first
+        function it is the whole module's text up to where the next function would start,
+        unless a later function needs more imports, constants or classes."""
+        index = next(i for i, spec in enumerate(self.specs) if spec.name == name)
+        if len(self.specs) == 1:
+            return self.text()
+        spec = self.specs[index]
+        if index == 0:
+            self._emit_through(0)
+            emitted = self._emitted[0]
+            constants = self._constants.lines[:self._constants_after[0]]
+        else:  # numbered on its own: the module's earlier functions are not written
+            alone = ModuleConstants()
+            emitted = emit_function(spec, alone, self.target)
+            constants = alone.lines
+        return _assemble(self.header, [spec], [emitted], constants, self.target)
+
+
 def emit_module(header: list[str], specs: list[FunctionSpec], target: str = "numpy") -> str:
-    constants = ModuleConstants()
-    emitted = [emit_function(spec, constants, target) for spec in specs]
+    return Module(header, specs, target).text()
+
+
+def _assemble(header: list[str], specs: list[FunctionSpec], emitted: list[EmittedFunction],
+              constant_lines: list[str], target: str) -> str:
+    """The module text around emitted functions: header, imports of what they use, module
+    constants, the classes and helpers they raise or call, then the functions."""
     imports = set().union(*(e.imports for e in emitted))
     helpers = sorted(set().union(*(e.helpers for e in emitted)))
     code = "\n".join(e.code for e in emitted)
-    if target == "numpy" and (constants.lines or helpers):
+    if target == "numpy" and (constant_lines or helpers):
         imports.add("numpy")
     has_guards = any(e.guards for e in emitted)
     out: list[str] = list(header)
@@ -511,8 +564,8 @@ def emit_module(header: list[str], specs: list[FunctionSpec], target: str = "num
         import_lines += ["", *(f"import {name}" for name in others)]
     if import_lines:
         out += ["", *import_lines]
-    if constants.lines:
-        out += ["", *constants.lines]
+    if constant_lines:
+        out += ["", *constant_lines]
     if has_guards:
         out += ["", "", GUARD_CLASS]
     concrete = "_concrete(" in code
