@@ -133,6 +133,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     notes: dict[Node, tuple[str, ...]] = {}
     rules: dict[Node, tuple[str, ...]] = {}
     origins: dict[Node, tuple] = {}  # user Functions whose backward a statement comes from
+    # What inlined operands carry into a statement is gathered per node; each kind only where
+    # the function has it (most have no rule comments, no user Function, no fused note).
+    annotate = spec.annotate
+    banners = any(n.origin and hasattr(n.origin[0], "banner") for n in graph.nodes)
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
@@ -142,8 +146,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
 
+    in_place = buffers.active
     for position, node in enumerate(graph.nodes):
-        buffers.see(node, position)
+        if in_place:
+            buffers.see(node, position)
         op = node.op.name
         if op == "input":
             exprs[node] = Expr(names[node])
@@ -189,29 +195,38 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue
         write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
         expr = Expr("") if write else scope.expr(node, args)
-        # What the operands carry into this expression, gathered in one sweep over the
-        # inputs (this runs per node: one loop instead of four generators)
-        size, note, applied, origin = 1, (), (), ()
+        # What the operands carry into this expression: their inlined size, the lines a
+        # fused sum gathers from, the rules applied and the user Functions they come from
+        size, note, applied = 1, (), ()
         for ref in node.inputs:
             operand = ref.node
-            size += sizes.get(operand, 0)
-            note += notes.get(operand, ())
-            applied += rules.get(operand, ())
-            origin += origins.get(operand, ())
+            if operand in sizes:
+                size += sizes[operand]
+                if operand in notes:
+                    note += notes[operand]
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
-        applied += _rule_of(node)
-        origins[node] = origin + (
-            (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
-        too_big = size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH
-        is_statement = (node.name is not None or op == "seed" or uses[node] != 1
-                        or node in outputs or (too_big and node not in renamed) or write
-                        or buffers.reads_buffer(node))
+        if annotate:
+            for ref in node.inputs:
+                applied += rules.get(ref.node, ())
+            applied += _rule_of(node)
+        if banners:
+            origin = ()
+            for ref in node.inputs:
+                origin += origins.get(ref.node, ())
+            origins[node] = origin + (
+                (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
+        is_statement = (node.name is not None or uses[node] != 1 or op == "seed" or write
+                        or node in outputs or in_place and buffers.reads_buffer(node)
+                        or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
+                        and node not in renamed)
         if not is_statement:
             exprs[node] = expr
             sizes[node] = size
-            notes[node] = note
-            rules[node] = applied
+            if note:
+                notes[node] = note
+            if applied:
+                rules[node] = applied
             liveness.inline(node)
             continue
         prelude = ""
@@ -243,10 +258,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
         if spec.annotate and applied:
             statement += "  # " + "; ".join(dict.fromkeys(applied))
-        origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
-        if origin_op is not None:
-            body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
-            banner = origin_op
+        if banners:
+            origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
+            if origin_op is not None:
+                body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
+                banner = origin_op
         if node.role == "bwd":
             if op == "seed":
                 target = spec.output_name
@@ -301,21 +317,27 @@ class _Buffers:
 
     def __init__(self, graph: Graph):
         self.last_use: dict[Node, int] = {}
+        self.values = graph.meta.get("values") or {}
+        self.root: dict[Node, Node] = {}  # the node whose array a value's memory belongs to
+        self.group_last: dict[Node, int] = {}  # last read of any value sharing that memory
+        self.readonly: set[Node] = set()
+        self.shared: dict[Node, Node] = {}
+        self.base_roots: set[Node] = set()
+        # Without a write (scalar code, most array code) there is no buffer to follow: the
+        # emitter then neither asks ``see`` nor ``reads_buffer`` anything per node.
+        self.active = any(n.op.extra.get("statement") for n in graph.nodes)
+        if not self.active:
+            return
         end = len(graph.nodes)
         for position, node in enumerate(graph.nodes):
             for ref in node.inputs:
                 self.last_use[ref.node] = position
         for ref in graph.outputs:
             self.last_use[ref.node] = end
-        self.values = graph.meta.get("values") or {}
-        self.root: dict[Node, Node] = {}  # the node whose array a value's memory belongs to
-        self.group_last: dict[Node, int] = {}  # last read of any value sharing that memory
-        self.readonly: set[Node] = set()
         # Every array a statement may write into, found before anything is emitted: a reader
         # of one (or of a view or rename of one) must not be inlined into a statement that
         # runs after the write.
         shared: dict[Node, Node] = {}
-        self.base_roots: set[Node] = set()
         for node in graph.nodes:
             if node.op.name == "adjoint" or node.is_view or node.op.extra.get("statement"):
                 first = node.inputs[0].node
@@ -327,8 +349,6 @@ class _Buffers:
     def reads_buffer(self, node: Node) -> bool:
         """Does ``node`` read an array that a statement may write into? Then it is computed
         where it stands, not inlined into a later statement."""
-        if not self.base_roots:  # nothing is written in place (scalar code): asked per node
-            return False
         return any(self.shared.get(r.node, r.node) in self.base_roots for r in node.inputs)
 
     def see(self, node: Node, position: int) -> None:
@@ -383,7 +403,7 @@ class _Liveness:
                     or aval.size * aval.dtype.itemsize < DEL_MIN_BYTES):
                 continue
             self.readers[node] = 0
-        for node in graph.nodes:
+        for node in graph.nodes if self.readers else ():
             for ref in node.inputs:
                 if ref.node in self.readers:
                     self.readers[ref.node] += 1
@@ -581,7 +601,8 @@ def _assemble(header: list[str], specs: list[FunctionSpec], emitted: list[Emitte
         out += ["", "", layout.header(spec.name, spec.params)]
         doc = _docstring(spec.doc, fn.guards, concrete)
         out += [f"    {line}" if line else "" for line in doc]
-        out += [_indent(line) for line in fn.lines]
+        if fn.lines:  # every line of the body one level in, statements over lines included
+            out.append("    " + "\n".join(fn.lines).replace("\n", "\n    "))
     return "\n".join(out) + "\n"
 
 
@@ -599,10 +620,6 @@ def _array_api_imports(code: str, after_math: bool) -> list[str]:
 
 def _wrapped(text: str) -> list[str]:
     return textwrap.wrap(text, LINE_LIMIT - 8, break_long_words=False, break_on_hyphens=False)
-
-
-def _indent(statement: str) -> str:
-    return "\n".join(f"    {part}" for part in statement.split("\n"))
 
 
 def _condition_as_written(node: Node) -> str | None:

@@ -229,13 +229,14 @@ class RegionWriter:
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
-        for position, node in enumerate(graph.nodes):
+        has_loops = any(n.op.extra.get("region") for n in graph.nodes)
+        for position, node in enumerate(graph.nodes if has_loops else ()):
             reads = node.inputs
             if node.op.name == "loop_bwd":
                 reads = reads[1 + len(node.attrs["plan"].region.body.inputs):]
             for ref in reads:
                 self.last[ref.node] = position
-        for ref in graph.outputs:
+        for ref in graph.outputs if has_loops else ():
             self.last[ref.node] = len(graph.nodes)
         self.wanted_names: dict[Node, str] = {}  # a loop_out -> the name its adjoint has
         self.aliased: dict[Node, Node] = {}  # that adjoint -> the loop_out
