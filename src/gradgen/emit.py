@@ -147,10 +147,13 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     liveness = _Liveness(graph, writes)
 
     in_place = buffers.active
+    aliases = bool(regions.aliased)
+    check_finite = spec.check_finite
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
         op = node.op.name
+        extra = node.op.extra
         if op == "input":
             exprs[node] = Expr(names[node])
             continue
@@ -161,13 +164,13 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if op == "loop_out":  # one result of a loop: the variable the loop left it in
             exprs[node] = Expr(regions.result(node))
             continue
-        alias = regions.alias(node)
+        alias = regions.alias(node) if aliases else None
         if alias is not None:  # grad_W = grad_W: the loop's accumulator already has the name
             names[node] = alias
             exprs[node] = Expr(alias)
             continue
         args = [exprs[r.node] for r in node.inputs]
-        if node.op.extra.get("region"):
+        if extra.get("region"):
             lines, loop_guards = regions.write(node, args, position)
             body.extend(lines)
             guards.extend(loop_guards)
@@ -193,7 +196,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
             code_parts.append(test)
             continue
-        write = node.op.extra.get("statement")  # a[i] = v: printed as an assignment
+        write = extra.get("statement")  # a[i] = v: printed as an assignment
         expr = Expr("") if write else scope.expr(node, args)
         # What the operands carry into this expression: their inlined size, the lines a
         # fused sum gathers from, the rules applied and the user Functions they come from
@@ -227,7 +230,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 notes[node] = note
             if applied:
                 rules[node] = applied
-            liveness.inline(node)
+            if liveness.readers:
+                liveness.inline(node)
             continue
         prelude = ""
         if write:
@@ -253,10 +257,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         names[node] = name
         exprs[node] = Expr(name)
         sizes[node] = 0
-        if spec.check_finite and node.role == "bwd" and op != "seed":
+        if check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
-        if spec.annotate and applied:
+        if annotate and applied:
             statement += "  # " + "; ".join(dict.fromkeys(applied))
         if banners:
             origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
@@ -279,10 +283,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:
             body.append(layout.lay_out(prelude, depth))
-        body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
-        dead = liveness.run(node, names)
-        if dead and not spec.check_finite:  # the checks read adjoints at the group's end
-            body.append(layout.statement(f"del {', '.join(dead)}", depth))
+        if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
+            body.append(statement)  # it fits: nearly every statement
+        else:
+            body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
+        if liveness.readers:
+            dead = liveness.run(node, names)
+            if dead and not check_finite:  # the checks read adjoints at the group's end
+                body.append(layout.statement(f"del {', '.join(dead)}", depth))
 
     if body and body[-1].startswith("del "):
         body.pop()  # returning releases them anyway

@@ -15,18 +15,31 @@ from ..abstract import elementwise as elementwise_abstract
 PREC_COMPARE, PREC_ADD, PREC_MUL, PREC_UNARY, PREC_POW, PREC_ATOM = 5, 10, 11, 12, 13, 16
 
 
-@dataclass(frozen=True, slots=True)
 class Expr:
     """A printed expression and the precedence of its outermost operator.
 
     ``neg``, when set, is an expression whose negation this one is *exactly* (``-g * c`` is
     ``-(g * c)`` bit for bit), so sums can print ``a - g * c`` instead of ``a + -g * c``.
-    ``terms`` keeps the operands of a printed sum, for wrapping a long one over lines."""
+    ``terms`` keeps the operands of a printed sum, for wrapping a long one over lines.
 
-    text: str
-    prec: int = PREC_ATOM
-    neg: Expr | None = None
-    terms: tuple[str, ...] = ()
+    A value, never changed once made; a plain slotted class rather than a frozen dataclass
+    because the emitter makes several per node and a frozen one costs four times as much."""
+
+    __slots__ = ("neg", "prec", "terms", "text")
+
+    def __init__(self, text: str, prec: int = PREC_ATOM, neg: Expr | None = None,
+                 terms: tuple[str, ...] = ()):
+        self.text, self.prec, self.neg, self.terms = text, prec, neg, terms
+
+    def __repr__(self) -> str:
+        return f"Expr({self.text!r}, {self.prec})"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Expr and (self.text, self.prec, self.neg, self.terms) == (
+            other.text, other.prec, other.neg, other.terms)
+
+    def __hash__(self) -> int:
+        return hash((self.text, self.prec))
 
     def at(self, prec: int) -> str:
         """The text, parenthesised if it binds looser than ``prec``."""
