@@ -147,17 +147,18 @@ class _Printer:
 
     def _step(self, cmd, stack) -> None:
         ind, mode, doc = cmd
-        if isinstance(doc, str):
+        kind = type(doc)  # exact types: no document class is subclassed
+        if kind is str:
             if self.pending is not None:
                 self.out.append(" " * (self.pending * INDENT))
                 self.col += self.pending * INDENT
                 self.pending = None
             self.out.append(doc)
-            self.col += text_width(doc)
+            self.col += len(doc) if doc.isascii() else text_width(doc)
             self.line_empty = False
-        elif isinstance(doc, list):
+        elif kind is list:
             stack.extend((ind, mode, d) for d in reversed(doc))
-        elif isinstance(doc, _Line):
+        elif kind is _Line:
             if mode == FLAT and doc is not HARD:
                 if doc is SPACE:
                     self._step((ind, mode, " "), stack)
@@ -168,7 +169,7 @@ class _Printer:
             if not self.line_empty:
                 self.out.append("\n")
             self.col, self.line_empty, self.pending, self.measured = 0, True, ind, False
-        elif isinstance(doc, Group):
+        elif kind is Group:
             if doc.only_if is not None and self._mode_of(doc.only_if[0], mode) != doc.only_if[1]:
                 stack.append((ind, mode, doc.items))
                 return
@@ -176,22 +177,22 @@ class _Printer:
             if doc.gid is not None:
                 self.modes[doc.gid] = new
             stack.append((ind, new, doc.items))
-        elif isinstance(doc, When):
+        elif kind is When:
             if self._mode_of(doc.gid, mode) == doc.mode:
                 stack.append((ind, mode, doc.items))
-        elif isinstance(doc, Indent):
+        elif kind is Indent:
             deeper = doc.gid is None or self.modes.get(doc.gid) == EXPANDED
             stack.append((ind + deeper, mode, doc.items))
-        elif isinstance(doc, FitsExpanded):
+        elif kind is FitsExpanded:
             if self.modes.get(doc.gid) == FLAT:
                 self.measured = False  # measured expanded: the inner groups must measure again
             stack.append((ind, mode, doc.items))
-        elif isinstance(doc, Suffix):
+        elif kind is Suffix:
             self.col += doc.width
             self.suffixes.append(doc.text)
-        elif isinstance(doc, BestFit):
+        elif kind is BestFit:
             self._best_fit(ind, mode, doc, stack)
-        elif isinstance(doc, _Close):
+        elif kind is _Close:
             stack.extend([(ind, EXPANDED, ")"), (ind, EXPANDED, HARD)])
         else:  # pragma: no cover - a bug in a builder
             raise TypeError(f"not a document: {doc!r}")
@@ -234,24 +235,25 @@ class _Printer:
                 ind, mode, doc = rest[rest_at]
                 todo.append((ind, mode, FIRST_LINE, doc))
             ind, mode, measure, doc = todo.pop()
-            if isinstance(doc, str):
+            kind = type(doc)  # exact types: no document class is subclassed
+            if kind is str:
                 if pending is not None:
                     col += pending * INDENT
                     pending = None
-                col += text_width(doc)
+                col += len(doc) if doc.isascii() else text_width(doc)
                 if col > self.width and measure != OVERFLOW:
                     return False
-            elif isinstance(doc, list):
+            elif kind is list:
                 # one item at a time: a long sum stops being measured at the width, not
                 # after all its terms were queued (measuring was quadratic in its length)
                 if doc:
                     todo.append((ind, mode, measure, iter(doc)))
-            elif type(doc) is _LIST_ITERATOR:
+            elif kind is _LIST_ITERATOR:
                 item = next(doc, _DONE)
                 if item is not _DONE:
                     todo.append((ind, mode, measure, doc))
                     todo.append((ind, mode, measure, item))
-            elif isinstance(doc, _Line):
+            elif kind is _Line:
                 if mode == FLAT and doc is not HARD:
                     if doc is SPACE:
                         todo.append((ind, mode, measure, " "))
@@ -259,29 +261,29 @@ class _Printer:
                     return True
                 else:
                     col, pending = 0, ind
-            elif isinstance(doc, Group):
+            elif kind is Group:
                 if doc.gid is not None:
                     self.modes[doc.gid] = mode
                 todo.append((ind, mode, measure, doc.items))
-            elif isinstance(doc, When):
+            elif kind is When:
                 if self._mode_of(doc.gid, mode) == doc.mode:
                     todo.append((ind, mode, measure, doc.items))
-            elif isinstance(doc, Indent):
+            elif kind is Indent:
                 deeper = doc.gid is None or self.modes.get(doc.gid) == EXPANDED
                 todo.append((ind + deeper, mode, measure, doc.items))
-            elif isinstance(doc, FitsExpanded):
+            elif kind is FitsExpanded:
                 if mode == FLAT and self.modes.get(doc.gid) == FLAT:
                     todo.append((ind, EXPANDED, OVERFLOW, doc.items))
                 else:
                     todo.append((ind, mode, measure, doc.items))
-            elif isinstance(doc, Suffix):
+            elif kind is Suffix:
                 col += doc.width
                 if col > self.width:
                     return False
-            elif isinstance(doc, BestFit):
+            elif kind is BestFit:
                 self.modes[doc.gid] = mode
                 todo.append((ind, mode, measure, doc.items))
-            elif isinstance(doc, _Close):
+            elif kind is _Close:
                 todo.extend([(ind, EXPANDED, measure, ")"), (ind, EXPANDED, measure, HARD)])
 
 
