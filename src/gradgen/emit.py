@@ -149,6 +149,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     in_place = buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
+    print_expr = scope.expr
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
@@ -169,7 +170,17 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             names[node] = alias
             exprs[node] = Expr(alias)
             continue
-        args = [exprs[r.node] for r in node.inputs]
+        # The operands' texts, and what they carry into this expression: their inlined size,
+        # and the lines a fused sum gathers from (rules and Functions below, when there are)
+        args = []
+        size, note, applied = 1, (), ()
+        for ref in node.inputs:
+            operand = ref.node
+            args.append(exprs[operand])
+            if operand in sizes:
+                size += sizes[operand]
+                if operand in notes:
+                    note += notes[operand]
         if extra.get("region"):
             lines, loop_guards = regions.write(node, args, position)
             body.extend(lines)
@@ -197,16 +208,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             code_parts.append(test)
             continue
         write = extra.get("statement")  # a[i] = v: printed as an assignment
-        expr = Expr("") if write else scope.expr(node, args)
-        # What the operands carry into this expression: their inlined size, the lines a
-        # fused sum gathers from, the rules applied and the user Functions they come from
-        size, note, applied = 1, (), ()
-        for ref in node.inputs:
-            operand = ref.node
-            if operand in sizes:
-                size += sizes[operand]
-                if operand in notes:
-                    note += notes[operand]
+        expr = Expr("") if write else print_expr(node, args)
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
         if annotate:
