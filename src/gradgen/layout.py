@@ -121,7 +121,6 @@ class _Close:
 # --- the printer -------------------------------------------------------------------------------
 
 _LIST_ITERATOR = type(iter([]))
-_DONE = object()  # the end of a list being measured
 
 
 class _Printer:
@@ -157,7 +156,7 @@ class _Printer:
             self.col += len(doc) if doc.isascii() else text_width(doc)
             self.line_empty = False
         elif kind is list:
-            stack.extend((ind, mode, d) for d in reversed(doc))
+            stack.extend([(ind, mode, d) for d in reversed(doc)])
         elif kind is _Line:
             if mode == FLAT and doc is not HARD:
                 if doc is SPACE:
@@ -249,10 +248,18 @@ class _Printer:
                 if doc:
                     todo.append((ind, mode, measure, iter(doc)))
             elif kind is _LIST_ITERATOR:
-                item = next(doc, _DONE)
-                if item is not _DONE:
-                    todo.append((ind, mode, measure, doc))
-                    todo.append((ind, mode, measure, item))
+                for item in doc:
+                    if type(item) is not str:
+                        todo.append((ind, mode, measure, doc))
+                        todo.append((ind, mode, measure, item))
+                        break
+                    # text, the most common item, measured here rather than queued
+                    if pending is not None:
+                        col += pending * INDENT
+                        pending = None
+                    col += len(item) if item.isascii() else text_width(item)
+                    if col > self.width and measure != OVERFLOW:
+                        return False
             elif kind is _Line:
                 if mode == FLAT and doc is not HARD:
                     if doc is SPACE:
@@ -721,7 +728,8 @@ def _same_tree(a: ast.AST, b: ast.AST) -> bool:
         if type(x) is not type(y):
             return False
         if isinstance(x, ast.AST):
-            stack.extend((getattr(x, f, None), getattr(y, f, None)) for f in x._fields)
+            for f in x._fields:
+                stack.append((getattr(x, f, None), getattr(y, f, None)))
         elif isinstance(x, list):
             if len(x) != len(y):
                 return False
