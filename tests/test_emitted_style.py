@@ -416,3 +416,51 @@ def test_layout_keeps_short_lines_and_wraps_headers():
         "def f_value_and_grad(\n    " + ", ".join(params) + "\n):")
     many = [f"a_rather_long_parameter_name_{i}" for i in range(6)]
     assert layout.header("f", many) == "def f(\n" + "".join(f"    {p},\n" for p in many) + "):"
+
+
+def _spans_by_tokenize(source: bytes) -> set[tuple]:
+    """The grouping parentheses as Python's tokenizer splits the line (the reference for the
+    layout's own scan)."""
+    import io
+    import tokenize
+
+    spans, opened, previous = set(), [], None
+    line = source.decode()
+
+    def byte_col(col):
+        return len(line[:col].encode())
+
+    for tok in tokenize.tokenize(io.BytesIO(source).readline):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            call = previous is not None and (
+                previous.type in (tokenize.NAME, tokenize.STRING)
+                and previous.string not in ("return", "if", "not", "and", "or", "in", "is")
+                or previous.string in (")", "]", "}"))
+            opened.append(byte_col(tok.end[1]) if tok.string == "(" and not call else None)
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            start = opened.pop()
+            if start is not None:
+                end = byte_col(tok.start[1])
+                while source[start:start + 1] == b" ":
+                    start += 1
+                while source[end - 1:end] == b" ":
+                    end -= 1
+                spans.add((1, start, 1, end))
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.ENCODING):
+            previous = tok
+    return spans
+
+
+@pytest.mark.parametrize("line", [
+    "y = (a + b) * c",
+    "y = f(a)(b) + (c)",
+    'y = ("s(" + \'q)\\\'\' ) * (x)',
+    'raise GuardFailure("x (1) is \\"odd\\"")',
+    "if not (x > 0) and (y):",
+    "return (a, b), (c)",
+    "z = 1e-05 * (a) + .5 * (b) + x[(1)] + {(2): 3}[(2)] + x.y(z)(w)",
+    'u = "é(" + (x_α + β) * (γ)',
+    "v = (  a  ) + ( (b) )",
+])
+def test_layout_finds_grouping_parentheses_as_the_tokenizer_does(line):
+    assert layout._parenthesized_spans(line.encode()) == _spans_by_tokenize(line.encode())
