@@ -456,6 +456,7 @@ def _spans_by_tokenize(source: bytes) -> set[tuple]:
     "y = f(a)(b) + (c)",
     'y = ("s(" + \'q)\\\'\' ) * (x)',
     'raise GuardFailure("x (1) is \\"odd\\"")',
+    'y = "((" + (x) + ")" + (y)',
     "if not (x > 0) and (y):",
     "return (a, b), (c)",
     "z = 1e-05 * (a) + .5 * (b) + x[(1)] + {(2): 3}[(2)] + x.y(z)(w)",
