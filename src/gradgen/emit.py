@@ -149,7 +149,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     in_place = buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
+    preset, accumulate = spec.preset, spec.accumulate
     print_expr = scope.expr
+    loc_texts: dict = {}
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
@@ -249,11 +251,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
             prelude, statement = scope.write(node, args, name, fresh, args[0])
-        elif node in spec.accumulate:
-            name = spec.accumulate[node]
+        elif accumulate and node in accumulate:
+            name = accumulate[node]
             statement = f"{name} += {expr.text}"
         else:
-            name = spec.preset.get(node) or namer.fresh(
+            name = preset and preset.get(node) or namer.fresh(
                 base_name(node, names, spec.output_name, writes))
             statement = f"{name} = {expr.text}"
         names[node] = name
@@ -279,8 +281,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             elif node.loc is not None and node.loc != group_loc:
                 body.append(_comment_for_group(node))
                 group_loc = node.loc
-        elif node.loc is not None:
-            statement += f"  # {_short_loc(node)}"
+        elif node.loc is not None:  # file:line, spelled once per source line
+            where = loc_texts.get(node.loc)
+            if where is None:
+                where = loc_texts[node.loc] = _short_loc(node)
+            statement += f"  # {where}"
         if statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:

@@ -224,12 +224,12 @@ class RegionWriter:
         self.constants = constants
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
+        has_loops = any(n.op.extra.get("region") for n in graph.nodes)
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
-                            if n.op.name == "loop_bwd"}
+                            if n.op.name == "loop_bwd"} if has_loops else {}
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
-        has_loops = any(n.op.extra.get("region") for n in graph.nodes)
         for position, node in enumerate(graph.nodes if has_loops else ()):
             reads = node.inputs
             if node.op.name == "loop_bwd":
