@@ -3,6 +3,7 @@ or confirm them numerically; name the op whose rule disagrees."""
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 import time
@@ -165,7 +166,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     rng = np.random.default_rng(seed)
     base = [leaf.value for leaf in leaves]
     samples = [base] + _nearby_points(base, order, points, rng, _caller(grad_fn, forward),
-                                      guard_failure)
+                                      guard_failure, forward)
     call = _caller(grad_fn, forward)
     results = [flatten(call(point))[0] for point in samples]
     sym_order = sorted(symbols)
@@ -180,7 +181,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
                 with budget:
                     derivs = [sp.diff(out_expr, s) for s in np.ravel(symbols[k])]
                     all_syms = [s for j in sym_order for s in np.ravel(symbols[j])]
-                    fns = sp.lambdify(all_syms, derivs, modules=["numpy", "math"])
+                    fns = _lambdify(all_syms, derivs)
             except _Timeout:
                 symbolic = False
         method = "sympy" if symbolic else "finite differences"
@@ -224,6 +225,39 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     return report
 
 
+def _lambdify(symbols, exprs):
+    """sympy.lambdify with NumPy, minus two costs that made a 5x4 softmax's check take
+    minutes: NumPy's printer rewrites each Heaviside (``np.max``'s derivative has them) as a
+    Piecewise, then simplifies every Piecewise condition that holds an if-then-else. Here a
+    Heaviside prints as np.heaviside, and an if-then-else as the and/or it stands for."""
+    return sp.lambdify(symbols, exprs, modules=["numpy", "math"], printer=_printer())
+
+
+@functools.cache
+def _printer_class():
+    from sympy.logic.boolalg import ITE
+    from sympy.printing.numpy import NumPyPrinter
+
+    class Printer(NumPyPrinter):
+        def _print_Piecewise(self, expr):
+            expr = expr.replace(lambda e: isinstance(e, ITE),
+                                lambda e: e.to_nnf(simplify=False))
+            return super()._print_Piecewise(expr)
+
+        def _print_Heaviside(self, expr):  # else: rewritten as a Piecewise first, slowly
+            at_zero = expr.args[1] if len(expr.args) > 1 else sp.S.Half  # sympy's H(0)
+            return (f"{self._module_format(self._module + '.heaviside')}"
+                    f"({self._print(expr.args[0])}, {self._print(at_zero)})")
+
+    return Printer
+
+
+def _printer():
+    # the settings lambdify gives its own NumPy printer
+    return _printer_class()({"fully_qualified_modules": False, "inline": True,
+                             "allow_unknown_functions": True, "user_functions": {}})
+
+
 def _caller(grad_fn, forward):
     """Call the emitted gradient with a flat list of leaf values."""
     trees = forward.meta["arg_trees"]
@@ -242,8 +276,9 @@ def _rebuild(trees, leaf_values):
     return args
 
 
-def _nearby_points(base, order, count, rng, call, guard_failure):
-    """Leaf values near ``base`` that stay on the traced guard path."""
+def _nearby_points(base, order, count, rng, call, guard_failure, forward):
+    """Leaf values near ``base`` that stay on the traced guard path and keep every locally
+    constant value (see _same_local_constants)."""
     out = []
     tries = 0
     while len(out) < count and tries < count * 8:
@@ -262,8 +297,50 @@ def _nearby_points(base, order, count, rng, call, guard_failure):
             continue
         except (ArithmeticError, ValueError):
             continue
+        if not _same_local_constants(forward, point):
+            continue
         out.append(point)
     return out
+
+
+def _same_local_constants(forward: Graph, point: list) -> bool:
+    """Whether every locally constant value (a comparison, mask, floor, argmax...) at
+    ``point`` equals the traced one. The symbolic reference keeps those values as traced
+    (symbolic_values), so a point that flips one (``np.where(a < delta, ...)`` with some
+    ``a`` near ``delta``) is on another path of the function: its reference would be the
+    traced branch's derivative, not the function's, and a right gradient would look wrong."""
+    traced = forward.meta["values"]
+    env: dict[Node, object] = {}
+    try:
+        for node in forward.nodes:
+            name = node.op.name
+            if name == "input":
+                env[node] = point[node.attrs["index"]]
+            elif name == "const":
+                env[node] = node.attrs["value"]
+            elif name == "seed":
+                env[node] = concrete(traced, node.out)
+            elif name != "guard":
+                args = [env[r.node][r.index] if r.node.op.n_out > 1 else env[r.node]
+                        for r in node.inputs]
+                with np.errstate(all="ignore"):
+                    env[node] = node.op.impl(*args, **node.attrs)
+                if node.op.nondiff and not _equal_values(env[node], _traced(traced, node)):
+                    return False
+    except Exception:  # noqa: BLE001 - an op this evaluator cannot replay: keep the point,
+        return True  # as before (the guard path still holds; a mismatch stays loud)
+    return True
+
+
+def _traced(values: dict, node: Node):
+    concrete(values, node.out)  # computes the node when the build left it pending
+    return values[node]
+
+
+def _equal_values(a, b) -> bool:
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(map(_equal_values, a, b))
+    return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
 
 
 def _directional_error(fn, forward, point, k, got, rng):
