@@ -176,7 +176,8 @@ class GradFunction:
 
     @property
     def source(self) -> str | None:
-        """The emitted module of the path the last call ran (None before the first call)."""
+        """The emitted module of the path the last call ran (None before the first call); the
+        call compiled its own function only, the whole module is written when first read."""
         return self._last.built.source if self._last is not None else None
 
     def _repr_html_(self) -> str | None:
