@@ -601,76 +601,46 @@ def _can_omit_parentheses(node, builder: _Builder) -> bool:
 
 def _parenthesized_spans(source: bytes) -> set[tuple]:
     """(line, col, end_line, end_col) of the contents of every pair of grouping parentheses
-    (not call or def parentheses), without surrounding spaces, in the UTF-8 offsets ast uses.
-
-    One scan over the bytes, as the tokenizer would split them (emitted statements hold
-    names, numbers, operators and one-line string literals; ``tokenize`` took ten times as
-    long). A ``(`` right after a name (not a keyword), a string or a closing bracket is a
-    call's; any other opens a group."""
+    (not call or def parentheses), in the UTF-8 offsets ast uses."""
     spans = set()
     opened: list[tuple | None] = []
-    after_callee = False  # the previous token was a name, a string or a closing bracket
-    row, line_start = 1, 0
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        if c == _NEWLINE:
-            row, line_start, i = row + 1, i + 1, i + 1
-        elif c in _BLANK:
-            i += 1
-        elif c == _HASH:  # a comment runs to the end of the line
-            while i < n and source[i] != _NEWLINE:
-                i += 1
-        elif c in _QUOTES:
-            i += 1
-            while i < n and source[i] != c and source[i] != _NEWLINE:
-                i += 2 if source[i] == _BACKSLASH else 1
-            i += 1
-            after_callee = True
-        elif c in _NAME_START:
-            j = i + 1
-            while j < n and source[j] in _NAME_CHARS:
-                j += 1
-            after_callee = source[i:j] not in _KEYWORDS_BEFORE_PAREN
-            i = j
-        elif c in _DIGITS or c == _DOT and i + 1 < n and source[i + 1] in _DIGITS:
-            while i < n and source[i] in _NAME_CHARS or i < n and source[i] == _DOT:
-                i += 1
-            after_callee = False  # a number (1e-05 reads as 1e, -, 05: the same here)
-        else:
-            if c == _OPEN_PAREN and not after_callee:
-                opened.append((row, i + 1, line_start))
-            elif c in _OPENING:
-                opened.append(None)
-            elif c in _CLOSING:
-                start = opened.pop() if opened else None
-                if start is not None:
-                    spans.add(_strip(source, start, (row, i, line_start)))
-            after_callee = c in _CLOSING
-            i += 1
-    return spans
+    previous = None
+    tokens = tokenize.tokenize(io.BytesIO(source).readline)
+    line_bytes = source.split(b"\n")
+
+    def byte_col(row, col):
+        return len(line_bytes[row - 1].decode()[:col].encode())
+
+    for tok in tokens:
+        if tok.type == tokenize.OP and tok.string in "([{":
+            grouping = tok.string == "(" and not (
+                previous is not None and (previous.type in (tokenize.NAME, tokenize.STRING)
+                                          and previous.string not in _KEYWORDS_BEFORE_PAREN
+                                          or previous.string in (")", "]", "}")))
+            opened.append((tok.end[0], byte_col(*tok.end)) if grouping else None)
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            start = opened.pop() if opened else None
+            if start is not None:
+                spans.add((*start, tok.start[0], byte_col(*tok.start)))
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.ENCODING):
+            previous = tok
+    return {_strip(source, s) for s in spans}
 
 
-_KEYWORDS_BEFORE_PAREN = {b"return", b"if", b"not", b"and", b"or", b"in", b"is", b"else",
-                          b"elif", b"raise", b"assert", b"while", b"for", b"lambda", b"yield",
-                          b"await"}
-_NEWLINE, _HASH, _BACKSLASH, _DOT, _OPEN_PAREN = b"\n#\\.("
-_BLANK, _QUOTES, _DIGITS = frozenset(b" \t\r\f\\"), frozenset(b"\"'"), frozenset(b"0123456789")
-_OPENING, _CLOSING = frozenset(b"([{"), frozenset(b")]}")
-_NAME_START = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_") | frozenset(
-    range(0x80, 0x100))  # UTF-8 bytes of a non-ASCII identifier
-_NAME_CHARS = _NAME_START | _DIGITS
+_KEYWORDS_BEFORE_PAREN = {"return", "if", "not", "and", "or", "in", "is", "else", "elif",
+                          "raise", "assert", "while", "for", "lambda", "yield", "await"}
 
 
-def _strip(source: bytes, start, end):
-    """A span between brackets without the spaces inside them: the expression's own span."""
-    row, at, line_start = start
-    end_row, end_at, end_line_start = end
-    while at < end_at and source[at] == 0x20:
-        at += 1
-    while end_at > end_line_start and source[end_at - 1] == 0x20:
-        end_at -= 1
-    return row, at - line_start, end_row, end_at - end_line_start
+def _strip(source: bytes, span):
+    """Contents' span without surrounding spaces (the parenthesized expression's own span)."""
+    row, col, end_row, end_col = span
+    line = source.split(b"\n")[row - 1]
+    while col < end_col and line[col:col + 1] == b" ":
+        col += 1
+    end_line = source.split(b"\n")[end_row - 1]
+    while end_col > 0 and end_line[end_col - 1:end_col] == b" ":
+        end_col -= 1
+    return row, col, end_row, end_col
 
 
 # --- statements ------------------------------------------------------------------------------
@@ -714,29 +684,9 @@ def statement(line: str, indent: int = 0, comment: str = "", width: int = WIDTH)
         text = _print(doc, indent, width)
     except (SyntaxError, ValueError):  # not a statement the layout knows: leave it long
         return flat
-    if not _same_tree(ast.parse(text + block), tree):  # pragma: no cover - a layout bug
+    if ast.dump(ast.parse(text + block)) != ast.dump(tree):  # pragma: no cover - a layout bug
         return flat
     return text
-
-
-def _same_tree(a: ast.AST, b: ast.AST) -> bool:
-    """``ast.dump(a) == ast.dump(b)`` (fields compared, positions not), without printing
-    either: the same node types, and equal values of the same types, field by field."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        if type(x) is not type(y):
-            return False
-        if isinstance(x, ast.AST):
-            for f in x._fields:
-                stack.append((getattr(x, f, None), getattr(y, f, None)))
-        elif isinstance(x, list):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif x != y:
-            return False
-    return True
 
 
 def _print(doc, indent: int, width: int) -> str:
