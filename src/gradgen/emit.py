@@ -51,6 +51,7 @@ class FunctionSpec:
     preset: dict[Node, str] = field(default_factory=dict)
     accumulate: dict[Node, str] = field(default_factory=dict)
     body_only: bool = False
+    owned: frozenset = frozenset()  # inputs whose arrays the loop owns: written in place
 
 
 @dataclass
@@ -138,7 +139,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     group_loc = None
     banner = None
     finite = _FiniteChecks(scope)
-    buffers = _Buffers(graph)
+    buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
 
@@ -299,7 +300,8 @@ class _Buffers:
     one) and nothing reads the old version, or any array sharing its memory, afterwards.
     Otherwise the module copies first, so arguments and live values are never changed."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, owned: frozenset = frozenset()):
+        self.owned = owned
         self.last_use: dict[Node, int] = {}
         end = len(graph.nodes)
         for position, node in enumerate(graph.nodes):
@@ -348,7 +350,7 @@ class _Buffers:
     def writable(self, node: Node, position: int) -> bool:
         base = node.inputs[0].node
         root = self.root.get(base, base)
-        if base in self.readonly or root.op.name in ("input", "seed"):
+        if base in self.readonly or root.op.name in ("input", "seed") and root not in self.owned:
             return False
         if root.op.name == "const":  # a view of a literal: copy
             return False
@@ -356,7 +358,8 @@ class _Buffers:
         if not isinstance(shaped_value(self.values, known.out), np.ndarray) \
                 or base.aval.shape == ():
             return False  # a number (np.float64) cannot be written into
-        if made_as_view(self.values, root.out) and root.op.name != "const":
+        if made_as_view(self.values, root.out) and root.op.name != "const" \
+                and root not in self.owned:
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:
             return False

@@ -22,8 +22,9 @@ from ..abstract import Pending, concrete
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..optimize.cse import _hashable
+from ..optimize.dce import dce
 from ..source import SourceLoc
-from .region import Region, Slice, loop, loop_out
+from .region import Moving, Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
 _FREE = ("input", "const")
@@ -42,6 +43,10 @@ def _output_value(values, ref: Ref):
 def roll_loops(graph: Graph, values: dict) -> Graph:
     """``graph`` with every run of at least MIN_TRIPS uniform iterations replaced by a loop
     node; repeated so that a loop whose iterations are loops rolls too."""
+    if any(n.op.extra.get("statement") for n in graph.nodes):
+        # ``prev = h[t]`` is read again after every later write into h (a view follows its
+        # array); the reads nobody uses would make the first trip look unlike the others
+        graph, _ = dce(graph)
     for _ in range(8):
         nodes, outputs, changed = _roll_once(graph.nodes, graph.outputs, values)
         if not changed:
@@ -54,7 +59,7 @@ def _key(node: Node):
     op = node.op.name
     loc = node.loc
     attrs = node.attrs
-    if op == "getitem" and len(node.inputs) == 1:
+    if _row_op(node):
         attrs_key = tuple("int" if type(i) is int else _hashable(i) for i in attrs["index"])
     elif op == "loop":
         attrs_key = attrs["region"].signature
@@ -70,6 +75,13 @@ def _key(node: Node):
     return (op, where, node.avals, attrs_key, len(node.inputs), node.role)
 
 
+def _row_op(node: Node) -> bool:
+    """A read ``x[i]`` or a write ``a[i] = v`` whose integer items may move trip by trip."""
+    name = node.op.name
+    return (name == "getitem" and len(node.inputs) == 1
+            or name == "index_update" and len(node.inputs) == 2)
+
+
 def _const_key(node: Node):
     return ("const", node.avals, _hashable(node.attrs["value"]))
 
@@ -78,7 +90,8 @@ def _const_key(node: Node):
 class _Plan:
     """A run of ``trips`` uniform iterations found at ``iters``, with how each input slot of
     the body is fed: ("in", position, index), ("carry", position, index), ("out", node,
-    index) for an invariant, or ("const", key)."""
+    index) for an invariant, or ("const", key). ``moving`` holds the body's reads and writes
+    of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
 
     iters: list[list[Node]]
     trips: int
@@ -86,6 +99,7 @@ class _Plan:
     inits: dict[tuple[int, int], Ref]
     slices: dict[int, Slice]
     hoisted: list[int]
+    moving: dict[int, Slice]
 
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
@@ -156,8 +170,9 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
 def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     """The loop these trips make, or, when fewer than MIN_TRIPS of them are uniform, how
     many are (None when the run fails for another reason)."""
-    if any(n.op.extra.get("statement") or n.op.n_out > 1 for n in iters[0]):
-        return None  # in-place writes stay unrolled (their buffers need the versions)
+    if any(n.op.n_out > 1 or n.op.extra.get("statement") and not _row_op(n)
+           for n in iters[0]):
+        return None  # np.add.at, out=, ...: their versions stay unrolled
     where: dict[Node, tuple[int, int]] = {}
     for k, trip in enumerate(iters):
         for j, node in enumerate(trip):
@@ -179,18 +194,22 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     classes = [[classify(1, r) for r in n.inputs] for n in iters[1]]
     if any(c[0] == "far" for cl in classes for c in cl):
         return None
-    slices: dict[int, Slice] = {}
+    slices: dict[int, Slice] = {}  # xs[t] of a value from before the loop: a body input
+    moving: dict[int, Slice] = {}  # h[t] = ..., h[t - 1] of a carried buffer: in the body
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
-        if a.op.name == "getitem" and len(a.inputs) == 1 and a.attrs != b.attrs:
-            if classes[j][0][0] not in ("out", "const"):
-                return None
+        if _row_op(a) and a.attrs != b.attrs:
             template = a.attrs["index"]
             step = tuple(y - x if type(x) is int else 0
                          for x, y in zip(template, b.attrs["index"], strict=True))
-            slices[j] = Slice(template, step)
-    reads = {j for j, n in enumerate(iters[0]) if n.op.name == "getitem" and len(n.inputs) == 1}
+            if a.op.name == "getitem" and classes[j][0][0] in ("out", "const"):
+                slices[j] = Slice(template, step)
+            elif classes[j][0][0] in ("in", "carry"):
+                moving[j] = Slice(template, step)
+            else:
+                return None
+    reads = {j for j, n in enumerate(iters[0]) if _row_op(n)}
     valid = len(iters)
-    for s in slices.values():  # xs[t - 1] must not wrap around from xs[-1] to xs[0]
+    for s in (*slices.values(), *moving.values()):  # h[t - 1] must not wrap from h[-1] to h[0]
         for x, d in zip(s.template, s.step, strict=True):
             if d > 0 and x < 0:
                 valid = min(valid, -(x // d) if x % d else -x // d)
@@ -204,8 +223,9 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                 if classify(k, ref) != expected[s]:
                     same = False
                     break
+            row = slices.get(j) or moving.get(j)
             if same and j in reads and node.attrs["index"] != (
-                    slices[j].at(k) if j in slices else iters[0][j].attrs["index"]):
+                    row.at(k) if row is not None else iters[0][j].attrs["index"]):
                 same = False
             if not same:
                 break
@@ -232,16 +252,19 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     for (q, index), ref in inits.items():
         if q in slices or not _fits(ref.aval, iters[0][q].avals[index]):
             return None
+        if moving and iters[0][q].is_view:
+            return None  # a row of a buffer carried to the next trip, which writes the buffer
     trips = _rolled_trips(iters, valid, carried, where, users)
     if trips < MIN_TRIPS:
         return None
     hoisted: list[int] = []  # loop-invariant code: computed once, before the loop
     for j, node in enumerate(iters[0]):
-        if (j not in slices and j not in carried and node.op.name != "guard" and node.avals
+        if (j not in slices and j not in moving and j not in carried
+                and node.op.name != "guard" and node.avals
                 and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
                         for c in classes[j])):
             hoisted.append(j)
-    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted)
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving)
 
 
 def _line(node: Node) -> int:
@@ -386,7 +409,13 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 ins.append(carry_in[(c[1], c[2])].out)
             else:
                 ins.append(invariants[ref].out)
-        new = Node(node.op, ins, node.attrs, node.avals, node.loc, node.name, node.role,
+        attrs = node.attrs
+        if j in plan.moving:
+            row = plan.moving[j]
+            attrs = {**attrs, "index": tuple(Moving(x, d) if d else x
+                                             for x, d in zip(row.template, row.step,
+                                                             strict=True))}
+        new = Node(node.op, ins, attrs, node.avals, node.loc, node.name, node.role,
                    origin=node.origin)
         made[j] = new
         body_nodes.append(new)

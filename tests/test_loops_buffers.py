@@ -1,0 +1,167 @@
+"""Loops that write rows of a buffer (``h[t] = ...``) stay loops, with the user's buffer.
+
+Each program is checked like tests/test_loops.py: ``gradgen.grad`` against central
+differences, the emitted module at other inputs of the same shapes against the unrolled one,
+and the module's length against the trip count."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import gradgen
+from tests.conftest import numeric_grad, run_emitted
+from tests.test_loops import _check_program, _has_loop
+
+T = 120  # more trips than any unroll threshold (tests/test_loops.py: MIN_TRIPS may change)
+
+
+def rnn_into_buffer(W, U, b, xs, targets):
+    """examples/rnn.py: the state written row by row into h, the row read back as prev."""
+    n = W.shape[0]
+    h = np.zeros((xs.shape[0], n))
+    prev = np.zeros(n)
+    for t in range(xs.shape[0]):
+        h[t] = np.tanh(W @ prev + U @ xs[t] + b)
+        prev = h[t]
+    readout = h.sum(axis=1)
+    return np.mean((readout - targets) ** 2) + 0.1 * np.sum(h[-1] ** 2)
+
+
+def reads_previous_row(W, U, xs):
+    h = np.zeros((xs.shape[0], W.shape[0]))
+    for t in range(1, xs.shape[0]):
+        h[t] = np.tanh(W @ h[t - 1] + U @ xs[t])
+    return np.sum(h**2)
+
+
+def reads_two_rows_back(w, xs):
+    y = np.zeros(xs.shape[0])
+    y[0], y[1] = xs[0], xs[1]
+    for t in range(2, xs.shape[0]):
+        y[t] = np.sin(w * y[t - 2]) + xs[t]
+    return np.sum(y * y)
+
+
+def output_buffer(w, xs):
+    out = np.zeros(xs.shape)
+    s = np.zeros(xs.shape[1])
+    for t in range(xs.shape[0]):
+        s = np.tanh(w * s + xs[t])
+        out[t] = s * s
+    return np.sum(out[::2]) - np.sum(out[1::2]) + out[-1, 0]
+
+
+def _args(seed, n=4, d=2, length=T):
+    rng = np.random.default_rng(seed)
+    return [0.5 * rng.normal(size=(n, n)) / np.sqrt(n), rng.normal(size=(n, d)) / np.sqrt(d),
+            0.1 * rng.normal(size=n), rng.normal(size=(length, d)), rng.normal(size=length)]
+
+
+def _fd(fn, args, argnums):
+    got = gradgen.grad(fn, argnums=argnums)(*args)
+    for argnum, g in zip(argnums, got, strict=True):
+        np.testing.assert_allclose(g, numeric_grad(fn, list(args), argnum), rtol=1e-5,
+                                   atol=1e-8)
+
+
+def test_rnn_writing_its_states_into_a_buffer_rolls():
+    args = _args(0)
+    _fd(rnn_into_buffer, args, (0, 1, 2, 3))
+    source = _check_program(rnn_into_buffer, args, _args(1), argnums=(0, 1, 2, 3))
+    # the user's buffer, written in place forward and its adjoint's row read backward
+    assert "h[t] = " in source and "h = np.zeros((120, 4)" in source
+    assert "for t in reversed(range(120)):" in source and "grad_h[t]" in source
+    assert ".copy()" not in source  # no version of the buffer is copied per trip
+    shorter = gradgen.emit(rnn_into_buffer, *_args(0, length=40), argnums=(0, 1, 2, 3))
+    assert source.count("\n") == shorter.count("\n") < 140  # the body, not the trip count
+    other = _args(2)  # the emitted module at other inputs, against central differences
+    got = run_emitted(source)["rnn_into_buffer_grad"](*other)
+    for argnum in (0, 3):
+        np.testing.assert_allclose(got[argnum], numeric_grad(rnn_into_buffer, other, argnum),
+                                   rtol=1e-5, atol=1e-8)
+
+
+def test_reading_the_previous_row_back():
+    W, U, _, xs, _ = _args(3)
+    _fd(reads_previous_row, (W, U, xs[:30]), (0, 1, 2))
+    source = _check_program(reads_previous_row, (W, U, xs), _args(4)[:2] + [_args(4)[3]],
+                            argnums=(0, 1, 2))
+    assert "for t in range(1, 120):" in source and "h[t] = " in source
+
+
+def test_a_row_two_trips_back_is_read_from_the_carried_buffer():
+    rng = np.random.default_rng(5)
+    xs = rng.normal(size=T)
+    _fd(reads_two_rows_back, (0.7, xs[:30]), (0, 1))
+    source = _check_program(reads_two_rows_back, (0.7, xs), (-0.4, rng.normal(size=T)),
+                            argnums=(0, 1))
+    assert "y[t - 2]" in source and "y[t] = " in source
+    assert "for t in reversed(range(2, 120)):" in source
+
+
+def test_an_output_buffer_written_beside_a_carried_state():
+    rng = np.random.default_rng(6)
+    xs = rng.normal(size=(T, 3))
+    _fd(output_buffer, (0.8, xs[:30]), (0, 1))
+    source = _check_program(output_buffer, (0.8, xs), (0.3, rng.normal(size=(T, 3))),
+                            argnums=(0, 1))
+    assert "out[t] = " in source
+
+
+def test_a_buffer_passed_in_is_never_written_into():
+    def fill(w, h):
+        for t in range(h.shape[0]):
+            h[t] = np.sin(w * t + h[t])
+        return np.sum(h)
+
+    h = np.linspace(0, 1, T)
+    kept = h.copy()
+    source = gradgen.emit(fill, 0.5, h)
+    namespace = run_emitted(source)
+    got = namespace["fill_grad"](0.5, h)
+    np.testing.assert_array_equal(h, kept)  # the module wrote into a copy
+    assert got == pytest.approx(float(numeric_grad(fill, [0.5, kept], 0)), rel=1e-6)
+
+
+def test_a_branch_on_some_rows_splits_into_runs_with_guards():
+    def clipped(w, xs):
+        h = np.zeros(xs.shape[0])
+        s = 0.0
+        for t in range(xs.shape[0]):
+            if xs[t] > 0:
+                s = np.tanh(w * s + xs[t])
+            else:
+                s = 0.5 * s
+            h[t] = s
+        return np.sum(h**2)
+
+    xs = np.where(np.arange(T) < T // 2, 0.5, -0.5)
+    _fd(clipped, (0.9, xs), (0,))
+    source = _check_program(clipped, (0.9, xs), (0.4, xs * 2))
+    assert len(re.findall(r"^    for t in range\(", source, re.MULTILINE)) == 4
+    flipped = xs.copy()
+    flipped[T - 10] = 0.5
+    namespace = run_emitted(source)
+    with pytest.raises(namespace["GuardFailure"], match=r"xs\[t\] > 0"):
+        namespace["clipped_grad"](0.9, flipped)
+
+
+def test_trace_listing_shows_the_moving_row():
+    W, U, _, xs, _ = _args(7)
+    text = str(gradgen.trace(reads_previous_row, W, U, xs))
+    assert "index_update[index=(k + 1,)]" in text and text.count("index_update") == 1
+
+
+def test_check_sees_through_a_buffer_loop():
+    rng = np.random.default_rng(8)
+    report = gradgen.check(reads_two_rows_back, 0.7, rng.normal(size=40), argnums=(0, 1))
+    assert report.ok
+
+
+def test_short_buffer_loops_stay_unrolled_and_long_ones_do_not():
+    W, U, _, xs, _ = _args(9)
+    assert not _has_loop(gradgen.emit(reads_previous_row, W, U, xs[:4]))
+    assert _has_loop(gradgen.emit(reads_previous_row, W, U, xs))
