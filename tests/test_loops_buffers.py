@@ -60,6 +60,11 @@ def _args(seed, n=4, d=2, length=T):
             0.1 * rng.normal(size=n), rng.normal(size=(length, d)), rng.normal(size=length)]
 
 
+def _code(source: str) -> str:
+    """The module without its comments (which quote the user's lines)."""
+    return re.sub(r"#.*", "", source)
+
+
 def _fd(fn, args, argnums):
     got = gradgen.grad(fn, argnums=argnums)(*args)
     for argnum, g in zip(argnums, got, strict=True):
@@ -165,3 +170,56 @@ def test_short_buffer_loops_stay_unrolled_and_long_ones_do_not():
     W, U, _, xs, _ = _args(9)
     assert not _has_loop(gradgen.emit(reads_previous_row, W, U, xs[:4]))
     assert _has_loop(gradgen.emit(reads_previous_row, W, U, xs))
+
+
+# --- per-trip values gathered in a list and used after the loop ---------------------------------
+
+
+def stacked_states(W, xs):
+    h = np.zeros(W.shape[0])
+    hs = []
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + xs[t])
+        hs.append(h)
+    return np.sum(np.stack(hs) ** 2) + np.sum(h)
+
+
+def array_and_sum_of_losses(w, xs):
+    ys, losses = [], []
+    s = np.float64(0.0)
+    for t in range(xs.shape[0]):
+        s = np.sin(w * s + xs[t])
+        ys.append(s)
+        losses.append(s * s)
+    return np.mean(np.array(ys) * xs) + sum(losses)
+
+
+def test_np_stack_of_a_list_appended_per_trip_becomes_a_buffer():
+    rng = np.random.default_rng(10)
+    W, xs = 0.4 * rng.normal(size=(3, 3)), rng.normal(size=(T, 3))
+    _fd(stacked_states, (W, xs[:30]), (0, 1))
+    source = _check_program(stacked_states, (W, xs), (0.4 * rng.normal(size=(3, 3)),
+                                                       rng.normal(size=(T, 3))), argnums=(0, 1))
+    assert "hs = np.zeros((120, 3)" in source and "hs[t] = h" in source
+    assert "np.stack" not in _code(source)
+    assert source.count("\n") == gradgen.emit(stacked_states, W, xs[:40],
+                                              argnums=(0, 1)).count("\n")
+
+
+def test_np_array_and_sum_of_per_trip_lists_roll():
+    rng = np.random.default_rng(11)
+    xs = rng.normal(size=T)
+    _fd(array_and_sum_of_losses, (0.6, xs[:30]), (0, 1))
+    source = _check_program(array_and_sum_of_losses, (0.6, xs), (-0.3, rng.normal(size=T)),
+                            argnums=(0, 1))
+    # sum(losses) adds ((0 + l0) + l1) + ...: the same adds, in the same order, in the loop
+    assert re.search(r"^        total = total \+ ", source, re.MULTILINE)
+    assert "np.array(" not in _code(source) and "np.stack" not in _code(source)
+
+
+def test_a_stack_of_values_from_no_loop_stays_a_stack():
+    def spread(x):
+        return np.sum(np.stack([np.sin(x * k) + np.cos(x) ** k for k in range(10)]) ** 2)
+
+    source = gradgen.emit(spread, np.linspace(0, 1, 3))
+    assert "np.stack(" in source and not _has_loop(source)

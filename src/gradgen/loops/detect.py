@@ -24,6 +24,7 @@ from ..ops import OPS
 from ..optimize.cse import _hashable
 from ..optimize.dce import dce
 from ..source import SourceLoc
+from .gather import gather_into_trips
 from .region import Moving, Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
@@ -47,6 +48,15 @@ def roll_loops(graph: Graph, values: dict) -> Graph:
         # ``prev = h[t]`` is read again after every later write into h (a view follows its
         # array); the reads nobody uses would make the first trip look unlike the others
         graph, _ = dce(graph)
+    gathered = gather_into_trips(graph, values)
+    if gathered is not None:  # np.stack(hs), sum(losses) after the loop: moved into it
+        rolled = _roll(gathered[0], values)
+        if not gathered[1].intersection(rolled.nodes):
+            return rolled  # (kept only when every moved node went into a loop)
+    return _roll(graph, values)
+
+
+def _roll(graph: Graph, values: dict) -> Graph:
     for _ in range(8):
         nodes, outputs, changed = _roll_once(graph.nodes, graph.outputs, values)
         if not changed:
@@ -273,10 +283,11 @@ def _line(node: Node) -> int:
 
 def _fits(init, carry) -> bool:
     """Can a value of aval ``init`` start a carry of aval ``carry``? The same aval, or a
-    Python float starting a NumPy float scalar (``total = 0.0`` before ``total += x @ w``):
+    Python float or int starting a NumPy float scalar (``total = 0.0`` before ``total +=
+    x @ w``, the 0 that ``sum(losses)`` starts from):
     the loop starts from it converted, which gives the same numbers."""
-    return init == carry or (init.py is float and carry.py is None and carry.shape == ()
-                             and carry.dtype.kind == "f")
+    return init == carry or (init.py in (float, int) and carry.py is None
+                             and carry.shape == () and carry.dtype.kind == "f")
 
 
 def _rolled_trips(iters, valid, carried, where, users) -> int:
