@@ -223,3 +223,70 @@ def test_a_stack_of_values_from_no_loop_stays_a_stack():
 
     source = gradgen.emit(spread, np.linspace(0, 1, 3))
     assert "np.stack(" in source and not _has_loop(source)
+
+
+# --- a Python number that changes every trip (dt * t, gamma ** t, a schedule) -------------------
+
+
+def decayed_steps(x, n):
+    for t in range(n):
+        x = x - 0.01 * 0.99**t * np.sin(x)
+    return x
+
+
+def driven_oscillator(w, xs, dt):
+    q, p = np.zeros(xs.shape[1]), np.zeros(xs.shape[1])
+    for t in range(xs.shape[0]):
+        p = p - dt * (w * q - np.cos(dt * t) * xs[t])
+        q = q + dt * p
+    return np.sum(q**2) + np.sum(p)
+
+
+SCHEDULE = [0.1 / (1 + k) ** 0.5 for k in range(T)]
+
+
+def scheduled_descent(w, X, y):
+    for t in range(len(SCHEDULE)):
+        w = w - SCHEDULE[t] * (X.T @ (X @ w - y))
+    return np.sum(w**2)
+
+
+def test_a_decaying_step_size_becomes_a_per_trip_input():
+    _fd(decayed_steps, (0.3, T), (0,))
+    rolled, flat = (gradgen.emit(decayed_steps, 0.3, T, loops=mode)
+                    for mode in ("keep", "unroll"))
+    assert _has_loop(rolled) and not _has_loop(flat)
+    fns = [run_emitted(s)["decayed_steps_value_and_grad"] for s in (rolled, flat)]
+    for x in (0.3, -1.2, 2.5):  # the same numbers as the unrolled module's
+        assert fns[0](x, T) == fns[1](x, T)
+    assert len(re.findall(r"^    for t in", rolled, re.MULTILINE)) == 4
+    namespace = run_emitted(rolled)
+    with pytest.raises(namespace["GuardFailure"], match="n == 120"):
+        namespace["decayed_steps_grad"](0.3, T + 1)
+
+
+def test_dt_times_the_counter_and_a_python_list_schedule():
+    rng = np.random.default_rng(12)
+    xs = rng.normal(size=(T, 2))
+    _fd(driven_oscillator, (0.7, xs[:20], 0.05), (0, 1, 2))
+    _check_program(driven_oscillator, (0.7, xs, 0.05), (1.3, rng.normal(size=(T, 2)), 0.05),
+                   argnums=(0, 1))
+    X, y = rng.normal(size=(6, 3)) / 3, rng.normal(size=6)
+    w = rng.normal(size=3)
+    _fd(scheduled_descent, (w, X, y), (0, 1, 2))
+    _check_program(scheduled_descent, (w, X, y), (rng.normal(size=3), X * 0.5, y),
+                   argnums=(0, 1, 2))
+
+
+def test_a_per_trip_number_next_to_float32_stays_unrolled_and_float32():
+    def decay32(x):
+        for t in range(T):
+            x = x - 0.01 * 0.99**t * np.sin(x)
+        return np.sum(x)
+
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    rolled, flat = gradgen.emit(decay32, x), gradgen.emit(decay32, x, loops="unroll")
+    got = run_emitted(rolled)["decay32_value_and_grad"](x)
+    want = run_emitted(flat)["decay32_value_and_grad"](x)
+    assert got[1].dtype == np.float32 and np.array_equal(got[1], want[1])
+    assert type(got[0]) is type(want[0]) and got[0] == want[0]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abstract import Pending, concrete
-from ..ir import Graph, Node, Ref
+from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
 from ..optimize.cse import _hashable
 from ..optimize.dce import dce
@@ -110,6 +110,7 @@ class _Plan:
     slices: dict[int, Slice]
     hoisted: list[int]
     moving: dict[int, Slice]
+    varying: list[tuple[int, int]]
 
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
@@ -204,6 +205,18 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     classes = [[classify(1, r) for r in n.inputs] for n in iters[1]]
     if any(c[0] == "far" for cl in classes for c in cl):
         return None
+    valid = len(iters)
+    varying: set[tuple[int, int]] = set()  # dt * t, gamma ** t: a number new every trip
+    for j, node in enumerate(iters[1]):
+        for s, c in enumerate(classes[j]):
+            if c[0] == "const" and type(node.inputs[s].node.attrs["value"]) in (int, float):
+                run = _const_run(iters, j, s)
+                numbers = [trip[j].inputs[s].node.attrs["value"] for trip in iters[:run]]
+                if len(set(numbers)) > 1 and (_per_trip_number(node, s)
+                                              or _counter(numbers) is not None):
+                    varying.add((j, s))
+                    classes[j][s] = ("vary", j, s)
+                    valid = min(valid, run)
     slices: dict[int, Slice] = {}  # xs[t] of a value from before the loop: a body input
     moving: dict[int, Slice] = {}  # h[t] = ..., h[t - 1] of a carried buffer: in the body
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
@@ -218,7 +231,6 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             else:
                 return None
     reads = {j for j, n in enumerate(iters[0]) if _row_op(n)}
-    valid = len(iters)
     for s in (*slices.values(), *moving.values()):  # h[t - 1] must not wrap from h[-1] to h[0]
         for x, d in zip(s.template, s.step, strict=True):
             if d > 0 and x < 0:
@@ -230,7 +242,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
         for j, node in enumerate(iters[k]):
             expected = classes[j]
             for s, ref in enumerate(node.inputs):
-                if classify(k, ref) != expected[s]:
+                if classify(k, ref) != expected[s] and (j, s) not in varying:
                     same = False
                     break
             row = slices.get(j) or moving.get(j)
@@ -250,7 +262,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             expected = classes[j][s]
             first = classify(0, ref)
             if expected[0] != "carry":
-                if first != expected:
+                if first != expected and expected[0] != "vary":
                     return None
                 continue
             if first[0] not in ("out", "const"):
@@ -274,7 +286,42 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                 and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
                         for c in classes[j])):
             hoisted.append(j)
-    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving)
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying))
+
+
+def _per_trip_number(node: Node, s: int) -> bool:
+    """May input ``s`` of ``node``, a Python number, become a per-trip input read from a
+    float64 array? When NumPy gives the same result either way: an elementwise op whose
+    result is a float64 NumPy value (a Python number is weakly typed; a float64 is not, so
+    next to float32 arrays it would change the dtype)."""
+    value = node.inputs[s].node.attrs["value"]
+    aval = node.avals[0] if len(node.avals) == 1 else None
+    return (type(value) in (float, int) and node.op.elementwise and aval is not None
+            and aval.py is None and aval.dtype == np.float64
+            and (type(value) is float or abs(value) < 2**53))
+
+
+def _counter(numbers: list) -> tuple[int, int] | None:
+    """(step, first) when ``numbers`` are the Python ints first, first + step, ...: the loop
+    counter, or an affine function of it (``dt * t``, ``x ** (t + 1)``)."""
+    if any(type(n) is not int for n in numbers) or len(numbers) < 2:
+        return None
+    step = numbers[1] - numbers[0]
+    return (step, numbers[0]) if all(
+        n == numbers[0] + step * k for k, n in enumerate(numbers)) else None
+
+
+def _const_run(iters, j: int, s: int) -> int:
+    """How many trips from the first have a Python number of one type at input ``s`` of
+    their node ``j``."""
+    kind = type(iters[1][j].inputs[s].node.attrs["value"])
+    for k, trip in enumerate(iters):
+        if j >= len(trip) or s >= len(trip[j].inputs):  # (the last trip may run past the run)
+            return k
+        node = trip[j].inputs[s].node
+        if node.op.name != "const" or type(node.attrs["value"]) is not kind:
+            return k
+    return len(iters)
 
 
 def _line(node: Node) -> int:
@@ -373,6 +420,21 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     slice_at = sorted(plan.slices)
     slice_in = {j: new_input(first[j].aval, first[j].name, concrete(values, first[j].out))
                 for j in slice_at}
+    tables: list[Node] = []  # gamma ** t: each trip's number, read from an array
+    per_trip: dict[tuple[int, int], Node] = {}
+    counted: list[tuple[tuple[int, int], tuple[int, int]]] = []  # dt * t: the counter itself
+    for j, s in plan.varying:
+        numbers = [trip[j].inputs[s].node.attrs["value"] for trip in plan.iters]
+        counter = _counter(numbers)
+        if counter is not None:
+            counted.append(((j, s), counter))
+            continue
+        table_value = np.array(numbers, dtype=np.float64)
+        table = Node(OPS["const"], (), {"value": table_value}, (aval_of(table_value),), None,
+                     None, "const")
+        values[table] = table_value
+        tables.append(table)
+        per_trip[(j, s)] = new_input(aval_of(table_value[0]), None, table_value[0])
     outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
     hoisted: dict[int, Node] = {}
     for j in plan.hoisted:
@@ -398,6 +460,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 invariant(ref)
             elif c[0] == "in" and c[1] in hoisted:
                 invariant(Ref(hoisted[c[1]], c[2]))
+    for (j, s), (_, start) in counted:  # the last body inputs, fed by no loop input
+        per_trip[(j, s)] = new_input(first[j].inputs[s].aval, None, start)
     body_nodes: list[Node] = []
     made: dict[int, Node] = {}
     consts: set[Node] = set()
@@ -418,6 +482,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 ins.append(slice_in[c[1]].out if c[1] in slice_in else Ref(made[c[1]], c[2]))
             elif c[0] == "carry":
                 ins.append(carry_in[(c[1], c[2])].out)
+            elif c[0] == "vary":
+                ins.append(per_trip[(c[1], c[2])].out)
             else:
                 ins.append(invariants[ref].out)
         attrs = node.attrs
@@ -436,11 +502,12 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
                  {"values": body_values, "loc": header})
     body = roll_loops(body, body_values)
-    slices = tuple(plan.slices[j] for j in slice_at)
+    slices = (*(plan.slices[j] for j in slice_at), *(Slice((0,), (1,)) for _ in tables))
+    counters = tuple(counter for _, counter in counted)
     region = Region(body, plan.trips, len(carried), slices, header, var,
-                    _signature(body, plan.trips, slices))
+                    _signature(body, plan.trips, (slices, counters)), counters)
     outer = [*(plan.inits[key] for key in carried), *(first[j].inputs[0] for j in slice_at),
-             *invariants]
+             *(t.out for t in tables), *invariants]
     outer = [subst.get(r, r) for r in outer]  # (hoisted refs are never in subst)
     attrs = {"region": region}
     if region.has_guards:
@@ -454,7 +521,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         values[node] = Pending(tuple(v.arrays[0] for v in final))
     else:
         values[node] = final
-    made_nodes = [*outside, node]
+    made_nodes = [*tables, *outside, node]
     for c, (q, i) in enumerate(carried):
         out = Node(loop_out, (node.out,), {"index": c}, (avals[c],), last[q].loc, last[q].name,
                    "fwd")

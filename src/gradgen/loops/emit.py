@@ -281,7 +281,7 @@ class RegionWriter:
         for position, node in enumerate(graph.nodes):
             reads = node.inputs
             if node.op.name == "loop_bwd":
-                reads = reads[1 + len(node.attrs["plan"].region.body.inputs):]
+                reads = reads[1 + node.attrs["plan"].region.n_outer:]
             for ref in reads:
                 self.last[ref.node] = position
         for ref in graph.outputs:
@@ -415,7 +415,9 @@ class RegionWriter:
             for n in region.body.nodes if has_moving(n))]
         start = next((x for s in rows for x, d in zip(s.template, s.step, strict=True)
                       if d == 1), None)
-        uses_var = bool(rows) or split is not None
+        if start is None:  # the loop counts as the user's does: for t in range(1, n)
+            start = next((first for step, first in region.counters if step == 1), None)
+        uses_var = bool(rows) or bool(region.counters) or split is not None
         var = self._loop_var(user_var) if uses_var else "_"
         graph = _rows_at(graph, var, start or 0)
         info = _Forward(var, start or 0, carries, sources, invariants)
@@ -424,6 +426,8 @@ class RegionWriter:
             names[n_carry + s] = self._slice_text(sources[s], sl, info)
         for i, name in enumerate(invariants):
             names[n_carry + n_slice + i] = name
+        for i in range(region.n_outer, len(body_inputs)):
+            names[i] = self._counter_text(region, i, info)
         preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
                                       for c in range(n_carry)])
         owned = frozenset(graph.inputs[c] for c in buffers)
@@ -458,6 +462,11 @@ class RegionWriter:
         self.results[node] = carries
         return lines, emitted.guards * region.trips
 
+    @staticmethod
+    def _counter_text(region: Region, i: int, info: _Forward) -> str:
+        step, first = region.counters[i - region.n_outer]
+        return _affine(info.var, step, first - step * info.start)
+
     def _slice_text(self, source: str, sl, info: _Forward) -> str:
         items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
                       for x, d in zip(sl.template, sl.step, strict=True))
@@ -479,7 +488,7 @@ class RegionWriter:
         region = plan.region
         split = split_plan(plan)
         info = self.forward[node.inputs[0].node]
-        n_in = len(region.body.inputs)
+        n_in = region.n_outer
         n_carry, n_slice = region.n_carry, region.n_slice
         lines = self._comment(region, "  (backward)")
         cot_args = args[1 + n_in:]
@@ -507,6 +516,8 @@ class RegionWriter:
                 names[b] = f"{info.saved_carries[info.next_of[i]]}[{next_at}]"
             elif kind == "saved":
                 names[b] = f"{info.saved[i]}[{saved_at}]"
+            elif i >= n_in:
+                names[b] = self._counter_text(region, i, info)
             elif i < n_carry:
                 names[b] = f"{info.saved_carries[i]}[{saved_at}]"
             elif i < n_carry + n_slice:

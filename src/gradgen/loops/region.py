@@ -98,16 +98,26 @@ class Region:
     header: SourceLoc | None = None
     var: str | None = None
     signature: tuple = ()
+    # (step, first): Python ints the body reads that count with the trips (``dt * t``): the
+    # last body inputs, after the ones the loop node feeds
+    counters: tuple[tuple[int, int], ...] = ()
     _plans: dict = field(default_factory=dict)
 
     @property
     def n_slice(self) -> int:
         return len(self.slices)
 
+    @property
+    def n_outer(self) -> int:
+        """How many inputs the loop node has: the body's, but the counters."""
+        return len(self.body.inputs) - len(self.counters)
+
     def kind(self, i: int) -> str:
-        """What loop input ``i`` is: 'carry', 'slice' or 'invariant'."""
+        """What body input ``i`` is: 'carry', 'slice', 'invariant' or 'counter'."""
         if i < self.n_carry:
             return "carry"
+        if i >= self.n_outer:
+            return "counter"
         return "slice" if i < self.n_carry + self.n_slice else "invariant"
 
     @property
@@ -118,7 +128,8 @@ class Region:
         sources = outer[self.n_carry:self.n_carry + self.n_slice]
         sliced = [src[real_index(s.at(k))] for src, s in zip(sources, self.slices,
                                                                 strict=True)]
-        return [*carries, *sliced, *outer[self.n_carry + self.n_slice:]]
+        counted = [first + step * k for step, first in self.counters]
+        return [*carries, *sliced, *outer[self.n_carry + self.n_slice:self.n_outer], *counted]
 
     def backward_plan(self, wrt: tuple[int, ...]) -> BackwardPlan:
         plan = self._plans.get(wrt)
@@ -175,7 +186,7 @@ def _loop_impl(*outer, region: Region, guarded: bool = False):
 
 def _loop_bwd_impl(_final, *rest, plan: BackwardPlan):
     region = plan.region
-    n_in = len(region.body.inputs)
+    n_in = region.n_outer
     outer, cotangents = rest[:n_in], list(rest[n_in:])
     carries = list(outer[:region.n_carry])
     history = []
