@@ -290,3 +290,55 @@ def test_a_per_trip_number_next_to_float32_stays_unrolled_and_float32():
     want = run_emitted(flat)["decay32_value_and_grad"](x)
     assert got[1].dtype == np.float32 and np.array_equal(got[1], want[1])
     assert type(got[0]) is type(want[0]) and got[0] == want[0]
+
+
+# --- intermediates= and check_finite on rolled loops --------------------------------------------
+
+
+def softplus_total(w, xs):
+    s = 0.0
+    for t in range(xs.shape[0]):
+        z = np.exp(xs[t] @ w)
+        s = s + np.log1p(z)
+    return s * s
+
+
+def sqrt_total(w, xs):
+    s = 0.0
+    for t in range(xs.shape[0]):
+        s = s + np.sqrt(xs[t] * w)
+    return s
+
+
+def test_intermediates_of_a_loop_carry_and_of_a_value_inside_the_loop():
+    """The contract is the same rolled or not: the adjoint of the last value bound to the name.
+    For a carry that is the loop's result (the loop stays); for a value bound only inside the
+    loop it is the last trip's, which the rolled loop does not keep (the loop unrolls)."""
+    rng = np.random.default_rng(13)
+    w, xs = rng.normal(size=2) * 0.3, rng.normal(size=(T, 2))
+    for name, rolled in (("s", True), ("z", False)):
+        df = gradgen.grad(softplus_total, intermediates=(name,))
+        flat = gradgen.emit(softplus_total, w, xs, intermediates=(name,), loops="unroll")
+        got = df(w, xs)
+        want = run_emitted(flat)["softplus_total_grad"](w, xs)
+        assert _has_loop(df.source) is rolled
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1][name], want[1][name], rtol=1e-12)
+    s = np.sum(np.log1p(np.exp(xs @ w)))
+    assert gradgen.grad(softplus_total, intermediates=("s",))(w, xs)[1]["s"] == pytest.approx(
+        2 * s)
+
+
+def test_check_finite_checks_every_trip_of_the_backward_loop():
+    xs = np.linspace(0.5, 2.0, T)
+    df = gradgen.grad(sqrt_total, check_finite=True)
+    assert df(1.5, xs) == pytest.approx(np.sum(np.sqrt(xs)) / (2 * np.sqrt(1.5)))
+    assert _has_loop(df.source) and "NonFiniteGradient(" in df.source
+    source = gradgen.emit(sqrt_total, 1.5, xs, check_finite=True)
+    namespace = run_emitted(source)
+    hit = xs.copy()
+    hit[T // 2] = 0.0  # d sqrt(x * w)/dw is infinite there: trip T // 2 reports its line
+    with np.errstate(all="ignore"), pytest.raises(namespace["NonFiniteGradient"],
+                                                  match=r"np\.sqrt\(xs\[t\] \* w\)"):
+        namespace["sqrt_total_grad"](1.5, hit)
+    assert namespace["sqrt_total_grad"](1.5, xs) == pytest.approx(df(1.5, xs))

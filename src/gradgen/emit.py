@@ -138,7 +138,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks(scope)
+    finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
@@ -290,7 +290,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
-    classes = {"NonFiniteGradient"} if finite.used else set()
+    # (a loop's backward body checks its own adjoints: loops/emit.py)
+    classes = {"NonFiniteGradient"} if finite.used or "NonFiniteGradient(" in code else set()
     return EmittedFunction(body, guards, imports, helpers, classes, code)
 
 
@@ -420,8 +421,9 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self, scope):
+    def __init__(self, scope, depth: int = 1):
         self.scope = scope
+        self.depth = depth  # 2 and more in a loop's body
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -443,10 +445,10 @@ class _FiniteChecks:
         message = f"{where}{what} is not finite at this input ({names})"
         test = " and ".join(tests)
         line = f"if not ({test}):" if len(tests) > 1 else f"if not {test}:"
-        if len(line) + 4 > LINE_LIMIT and len(tests) > 1:  # one test per line, as ruff does
+        if len(line) + 4 * self.depth > LINE_LIMIT and len(tests) > 1:  # one per line, as ruff
             line = "if not (\n    " + "\n    and ".join(tests) + "\n):"
         body.append(line)
-        body.extend(raise_lines("NonFiniteGradient", message, indent=8))
+        body.extend(raise_lines("NonFiniteGradient", message, indent=4 * self.depth + 4))
         code_parts.append(test)
         self.names = []
         self.used = True

@@ -379,7 +379,8 @@ class RegionWriter:
         body_spec = FunctionSpec(
             spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
             input_names=input_names, namer=self.namer, depth=spec.depth + 1, preset=preset,
-            accumulate=accumulate, body_only=True, owned=owned)
+            accumulate=accumulate, body_only=True, owned=owned,
+            check_finite=spec.check_finite)
         return emit_function(body_spec, self.constants)
 
     def _comment(self, region: Region, suffix: str = "") -> list[str]:
