@@ -352,7 +352,7 @@ class RegionWriter:
         dead = (self.last.get(node, position) <= position
                 and sum(r.node is node for r in owner.inputs) == 1)
         text = expr.text
-        if buffer and not (dead and self._fresh(node, text)):
+        if buffer and not (self._fresh(node, text) and (dead or node.op.name == "const")):
             text = f"{text}.copy()" if re.fullmatch(r"[\w.]+", text) else f"np.array({text})"
         elif text == base and dead:
             return base
@@ -361,7 +361,8 @@ class RegionWriter:
         return name
 
     def _fresh(self, node: Node, text: str) -> bool:
-        """Is ``node``'s array the module's own, free to be written into?"""
+        """Is ``node``'s array the module's own, free to be written into once nothing else
+        reads it? (A literal, ``np.zeros(...)``, is a new array wherever it is written.)"""
         if node.op.name == "const":
             return text not in self.constants.by_key.values()
         while node.op.name == "adjoint":  # grad_h, a name for 2 * h: that array if only it reads it
