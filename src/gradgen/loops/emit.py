@@ -457,6 +457,8 @@ class RegionWriter:
                 base = text if text.isidentifier() else value.name or "value"
                 info.saved.append(self.namer.fresh(f"{base}_saved"))
                 lines.append(f"{info.saved[-1]} = []")
+                if buffers and value.is_view:  # a row of a buffer: code after the loop may
+                    text = f"{text}.copy()"  # write into the buffer, the backward reads it
                 end.append(f"{info.saved[-1]}.append({text})")
         end += self._updates(carries, emitted.results[:n_carry]) + after
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=False)
