@@ -342,3 +342,20 @@ def test_check_finite_checks_every_trip_of_the_backward_loop():
                                                   match=r"np\.sqrt\(xs\[t\] \* w\)"):
         namespace["sqrt_total_grad"](1.5, hit)
     assert namespace["sqrt_total_grad"](1.5, xs) == pytest.approx(df(1.5, xs))
+
+
+def test_a_grid_written_by_nested_loops_rolls_its_inner_loops():
+    def grid(x, y):
+        A = np.zeros((x.shape[0], y.shape[0]))
+        for i in range(x.shape[0]):
+            for j in range(y.shape[0]):
+                A[i, j] = np.sin(x[i] * y[j])
+        return np.sum(A**2)
+
+    rng = np.random.default_rng(14)
+    x, y = rng.normal(size=3), rng.normal(size=T)
+    _fd(grid, (x, y[:30]), (0, 1))
+    source = _check_program(grid, (x, y), (rng.normal(size=3), rng.normal(size=T)),
+                            argnums=(0, 1))
+    # one loop per row i (the rows' loops differ in i, so the outer loop stays unrolled)
+    assert "A[0, j] = np.sin(" in source and "for j in reversed(range(120)):" in source
