@@ -260,6 +260,9 @@ def test_a_decaying_step_size_becomes_a_per_trip_input():
     for x in (0.3, -1.2, 2.5):  # the same numbers as the unrolled module's
         assert fns[0](x, T) == fns[1](x, T)
     assert len(re.findall(r"^    for t in", rolled, re.MULTILINE)) == 4
+    # the numbers are 0.01 * 0.99 ** t for the user's t, bit for bit: written so, no table
+    assert "= 0.01 * 0.99**t" in rolled and "for t in range(1, 120):" in rolled
+    assert "ARRAY_" not in rolled and rolled.count("\n") < 90
     namespace = run_emitted(rolled)
     with pytest.raises(namespace["GuardFailure"], match="n == 120"):
         namespace["decayed_steps_grad"](0.3, T + 1)
@@ -274,8 +277,9 @@ def test_dt_times_the_counter_and_a_python_list_schedule():
     X, y = rng.normal(size=(6, 3)) / 3, rng.normal(size=6)
     w = rng.normal(size=3)
     _fd(scheduled_descent, (w, X, y), (0, 1, 2))
-    _check_program(scheduled_descent, (w, X, y), (rng.normal(size=3), X * 0.5, y),
-                   argnums=(0, 1, 2))
+    source = _check_program(scheduled_descent, (w, X, y), (rng.normal(size=3), X * 0.5, y),
+                            argnums=(0, 1, 2))
+    assert "ARRAY_0[t]" in source  # a schedule no formula gives: the traced numbers
 
 
 def test_a_per_trip_number_next_to_float32_stays_unrolled_and_float32():
@@ -359,3 +363,19 @@ def test_a_grid_written_by_nested_loops_rolls_its_inner_loops():
                             argnums=(0, 1))
     # one loop per row i (the rows' loops differ in i, so the outer loop stays unrolled)
     assert "A[0, j] = np.sin(" in source and "for j in reversed(range(120)):" in source
+
+
+def test_a_time_that_grows_with_the_counter_is_written_with_it():
+    def forced(x, n):
+        for t in range(n):
+            x = x + 0.01 * np.cos(x + 0.05 * t)
+        return x * x
+
+    rolled, flat = (gradgen.emit(forced, np.float64(0.2), T, loops=mode)
+                    for mode in ("keep", "unroll"))
+    assert "0.05 * t" in _code(rolled) and "ARRAY_" not in rolled
+    fns = [run_emitted(s)["forced_value_and_grad"] for s in (rolled, flat)]
+    for x in (0.2, -0.7):
+        assert fns[0](np.float64(x), T) == fns[1](np.float64(x), T)
+    assert fns[0](np.float64(0.2), T)[1] == pytest.approx(
+        float(numeric_grad(forced, [np.float64(0.2), T], 0)), rel=1e-6)

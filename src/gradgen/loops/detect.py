@@ -311,6 +311,66 @@ def _counter(numbers: list) -> tuple[int, int] | None:
         n == numbers[0] + step * k for k, n in enumerate(numbers)) else None
 
 
+def _formula(numbers: list) -> tuple | None:
+    """How Python computed these per-trip floats from a counter ``k + offset``, when one of
+    the forms people write gives every one of them bit for bit: ``s * k`` (``dt * t``),
+    ``g ** k`` (``gamma ** t``) or ``p * g ** k``. (offset, scale, base) with None for the
+    parts a form lacks; None when no form fits (the numbers become a table)."""
+    if any(type(n) is not float for n in numbers) or len(numbers) < 3:
+        return None
+    first, second = numbers[0], numbers[1]
+    candidates = []  # the user's constants are short decimals: try those near the ratios
+    for offset in (0, 1, 2):
+        for scale in _short(second - first):
+            candidates.append((offset, scale, None))
+        if first != 0.0:
+            for base in _short(second / first):
+                for scale in _short(first / base**offset):
+                    candidates.append((offset, None if scale == 1.0 else scale, base))
+    for offset, scale, base in candidates:
+        if all(_formula_at(offset, scale, base, k) == n for k, n in enumerate(numbers)):
+            return offset, scale, base
+    return None
+
+
+def _short(x: float) -> list[float]:
+    return list(dict.fromkeys((x, float(f"{x:.15g}"), float(f"{x:.12g}"))))
+
+
+def _formula_at(offset, scale, base, k: int) -> float:
+    counter = k + offset
+    if base is None:
+        return scale * counter
+    return base**counter if scale is None else scale * base**counter
+
+
+def _formula_nodes(formula: tuple, counter: Node, loc) -> list[Node]:
+    """The body nodes computing ``formula`` from the ``counter`` input, the last one its
+    value: ``0.01 * t``, ``0.99 ** t``, ``0.01 * 0.99 ** t``."""
+    _, scale, base = formula
+    made: list[Node] = []
+    float_aval = aval_of(1.0)
+
+    def const(value: float) -> Ref:
+        made.append(Node(OPS["const"], (), {"value": value}, (float_aval,), None, None, "const"))
+        return made[-1].out
+
+    value = counter.out
+    if base is not None:
+        made.append(Node(OPS["pow"], (const(base), value), {}, (float_aval,), loc, None, "fwd"))
+        value = made[-1].out
+    if scale is not None:
+        made.append(Node(OPS["mul"], (const(scale), value), {}, (float_aval,), loc, None,
+                         "fwd"))
+    return made
+
+
+def _formula_value(node: Node, values: dict):
+    if node.op.name == "const":
+        return node.attrs["value"]
+    return node.op.impl(*(values[r.node] for r in node.inputs))
+
+
 def _const_run(iters, j: int, s: int) -> int:
     """How many trips from the first have a Python number of one type at input ``s`` of
     their node ``j``."""
@@ -423,11 +483,17 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     tables: list[Node] = []  # gamma ** t: each trip's number, read from an array
     per_trip: dict[tuple[int, int], Node] = {}
     counted: list[tuple[tuple[int, int], tuple[int, int]]] = []  # dt * t: the counter itself
+    formulas: dict[tuple[int, int], tuple] = {}  # 0.01 * t, 0.99 ** t: written with it
     for j, s in plan.varying:
         numbers = [trip[j].inputs[s].node.attrs["value"] for trip in plan.iters]
         counter = _counter(numbers)
         if counter is not None:
             counted.append(((j, s), counter))
+            continue
+        formula = _formula(numbers)
+        if formula is not None:
+            counted.append(((j, s), (1, formula[0])))
+            formulas[(j, s)] = formula
             continue
         table_value = np.array(numbers, dtype=np.float64)
         table = Node(OPS["const"], (), {"value": table_value}, (aval_of(table_value),), None,
@@ -482,6 +548,12 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 ins.append(slice_in[c[1]].out if c[1] in slice_in else Ref(made[c[1]], c[2]))
             elif c[0] == "carry":
                 ins.append(carry_in[(c[1], c[2])].out)
+            elif c[0] == "vary" and (c[1], c[2]) in formulas:
+                counter = per_trip[(c[1], c[2])]
+                made_nodes = _formula_nodes(formulas[(c[1], c[2])], counter, node.loc)
+                body_nodes += made_nodes
+                body_values.update((n, _formula_value(n, body_values)) for n in made_nodes)
+                ins.append(made_nodes[-1].out)
             elif c[0] == "vary":
                 ins.append(per_trip[(c[1], c[2])].out)
             else:
