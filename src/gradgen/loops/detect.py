@@ -213,7 +213,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                 run = _const_run(iters, j, s)
                 numbers = [trip[j].inputs[s].node.attrs["value"] for trip in iters[:run]]
                 if len(set(numbers)) > 1 and (_per_trip_number(node, s)
-                                              or _counter(numbers) is not None):
+                                              or _counter(numbers) is not None
+                                              or _formula(numbers) is not None):
                     varying.add((j, s))
                     classes[j][s] = ("vary", j, s)
                     valid = min(valid, run)
