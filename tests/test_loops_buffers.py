@@ -6,6 +6,7 @@ and the module's length against the trip count."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -379,3 +380,20 @@ def test_a_time_that_grows_with_the_counter_is_written_with_it():
         assert fns[0](np.float64(x), T) == fns[1](np.float64(x), T)
     assert fns[0](np.float64(0.2), T)[1] == pytest.approx(
         float(numeric_grad(forced, [np.float64(0.2), T], 0)), rel=1e-6)
+
+
+def test_a_formula_of_the_counter_in_pure_python_arithmetic():
+    def damped(theta, omega, n):
+        for t in range(n):
+            omega = omega - 0.01 * math.sin(theta) * 0.999**t
+            theta = theta + 0.01 * omega
+        return theta
+
+    rolled, flat = (gradgen.emit(damped, 0.5, 0.1, T, argnums=(0, 1), loops=mode)
+                    for mode in ("keep", "unroll"))
+    assert _has_loop(rolled) and "0.999**t" in rolled
+    fns = [run_emitted(s)["damped_value_and_grad"] for s in (rolled, flat)]
+    for point in ((0.5, 0.1), (-1.0, 0.4)):  # the same floats, and Python floats
+        got, want = fns[0](*point, T), fns[1](*point, T)
+        assert got == want and type(got[0]) is float
+    _fd(damped, (0.5, 0.1, T), (0, 1))
