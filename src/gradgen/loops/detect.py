@@ -528,7 +528,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
             elif c[0] == "in" and c[1] in hoisted:
                 invariant(Ref(hoisted[c[1]], c[2]))
     for (j, s), (_, start) in counted:  # the last body inputs, fed by no loop input
-        per_trip[(j, s)] = new_input(first[j].inputs[s].aval, None, start)
+        per_trip[(j, s)] = new_input(aval_of(start), None, start)
     body_nodes: list[Node] = []
     made: dict[int, Node] = {}
     consts: set[Node] = set()
