@@ -3,10 +3,14 @@
 Found from the trace alone: a loop shows as a run of nodes that repeats (same op, same source
 line, same shapes, same attributes) where each repetition reads only itself, the one before
 it (the carried values), values from before the run (invariants), constants equal in every
-repetition, and ``xs[t]``-style reads whose integer index moves by a fixed step. Anything
-else (a branch on some iterations, a value kept from two iterations back, a constant that
-changes, a value of an early iteration read after the loop) ends the run there: what cannot
-be rolled stays unrolled, so rolling never changes what is computed.
+repetition, and ``xs[t]``-style reads whose integer index moves by a fixed step. A buffer
+written row by row (``h[t] = ...``, ``h[t - 1]`` read back) is a carried value whose reads
+and writes index a row that moves with the trip (region.Moving); a Python number that
+changes every trip is the counter itself (``dt * t``), a formula of it (``0.99 ** t``) or a
+table of the traced numbers. Anything else (a branch on some iterations, a value kept from
+two iterations back, a value of an early iteration read after the loop) ends the run there:
+what cannot be rolled stays unrolled, so rolling never changes what is computed. (Lists
+stacked or summed after the loop are moved into it first: gather.py.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ tuple of final carries, read through ``loop_out`` nodes (one per carry, so every
 graph stays a single value). Reverse mode of a ``loop`` is a ``loop_bwd`` node: the same
 iterations backwards over the body's own joint graph, carrying the adjoints of the carries
 and adding up the gradients of the slices and invariants. Both are ordinary nodes to the
-optimizer; the emitter prints them as ``for`` statements (loops/emit.py).
+optimizer; the emitter prints them as ``for`` statements (loops/emit.py). Inside a body, an
+integer index item may move with the trip (``Moving``: ``h[t] = v`` into a carried buffer),
+and the last body inputs may be counters the loop feeds itself (``dt * t``).
 """
 
 from __future__ import annotations
