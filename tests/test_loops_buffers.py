@@ -397,3 +397,23 @@ def test_a_formula_of_the_counter_in_pure_python_arithmetic():
         got, want = fns[0](*point, T), fns[1](*point, T)
         assert got == want and type(got[0]) is float
     _fd(damped, (0.5, 0.1, T), (0, 1))
+
+
+def test_a_saved_row_survives_writes_into_the_buffer_after_the_loop():
+    def two_back(W, xs):
+        h = np.zeros((xs.shape[0], W.shape[0]))
+        h[0], h[1] = xs[0], xs[1]
+        for t in range(2, xs.shape[0]):
+            h[t] = np.tanh(W @ h[t - 2]) + xs[t]
+        h[0] = 3.0  # into the buffer whose rows the backward reads
+        h[2] = 1.0
+        return np.sum(h**2)
+
+    rng = np.random.default_rng(15)
+    W, xs = rng.normal(size=(3, 3)) * 0.3, rng.normal(size=(T, 3))
+    _fd(two_back, (W, xs[:30]), (0, 1))
+    source = _check_program(two_back, (W, xs), (rng.normal(size=(3, 3)) * 0.3,
+                                                rng.normal(size=(T, 3))), argnums=(0, 1))
+    forward = source.split("(backward)")[0]
+    assert "h[t] = " in forward and "h.copy()" not in forward  # written in place
+    assert "row = h_part.copy()" in forward  # the row the backward reads, kept as it was

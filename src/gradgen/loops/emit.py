@@ -86,6 +86,34 @@ def _rows_at(graph: Graph, var: str, start: int) -> Graph:
     return Graph(nodes, graph.inputs, outputs, {**graph.meta, "values": new_values})
 
 
+def _copied_rows(graph: Graph, n_carry: int, buffers: set[Node]) -> Graph:
+    """The forward body with each saved row of a buffer (``h[t - 2]``, a view) saved as a
+    copy taken where it is read: later trips, and code after the loop, write into the buffer
+    in place, and the backward reads the row as it was."""
+    saved = {r.node for r in graph.outputs[n_carry:]}
+    copies: dict[Node, Node] = {}
+    for node in graph.nodes:
+        root = node
+        while root.is_view:
+            root = root.inputs[0].node
+        if node in saved and node.is_view and root in buffers:
+            copies[node] = Node(OPS["copy"], (node.out,), {}, node.avals, node.loc,
+                                node.name or "row", node.role)
+    if not copies:
+        return graph
+    values = dict(graph.meta.get("values") or {})
+    nodes = []
+    for node in graph.nodes:
+        nodes.append(node)
+        if node in copies:
+            nodes.append(copies[node])
+            if node in values:
+                values[copies[node]] = values[node]
+    outputs = [*graph.outputs[:n_carry],
+               *(copies[r.node].out if r.node in copies else r for r in graph.outputs[n_carry:])]
+    return Graph(nodes, graph.inputs, outputs, {**graph.meta, "values": values})
+
+
 def _buffers(graph: Graph, carries) -> set[int]:
     """The carries (positions among ``graph``'s inputs) the body writes rows of in place: the
     loop owns their arrays (a fresh copy of the value it starts from)."""
@@ -422,6 +450,8 @@ class RegionWriter:
         uses_var = bool(rows) or bool(region.counters) or split is not None
         var = self._loop_var(user_var) if uses_var else "_"
         graph = _rows_at(graph, var, start or 0)
+        if buffers and split is not None:
+            graph = _copied_rows(graph, n_carry, {graph.inputs[c] for c in buffers})
         info = _Forward(var, start or 0, carries, sources, invariants)
         names = {c: carries[c] for c in range(n_carry)}
         for s, sl in enumerate(region.slices):
@@ -457,8 +487,6 @@ class RegionWriter:
                 base = text if text.isidentifier() else value.name or "value"
                 info.saved.append(self.namer.fresh(f"{base}_saved"))
                 lines.append(f"{info.saved[-1]} = []")
-                if buffers and value.is_view:  # a row of a buffer: code after the loop may
-                    text = f"{text}.copy()"  # write into the buffer, the backward reads it
                 end.append(f"{info.saved[-1]}.append({text})")
         end += self._updates(carries, emitted.results[:n_carry]) + after
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=False)
