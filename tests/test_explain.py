@@ -306,7 +306,7 @@ def test_a_deep_graph_is_drawn_without_recursion():
     import inspect
 
     from gradgen.build import Request, build
-    from gradgen.explainer import page_for_built
+    from gradgen.explainer.page import page_for_built
 
     def chain(x):
         for _ in range(400):
