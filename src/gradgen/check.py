@@ -12,7 +12,7 @@ import numpy as np
 
 from .abstract import concrete
 from .errors import GradgenError, GradientMismatch
-from .ir import Graph
+from .ir import Graph, Node
 from .ops._sym import sp
 from .pytree import flatten, unflatten
 from .symbolic import apply_elementwise, symbolic_values, to_sympy_constant
