@@ -3,10 +3,11 @@ the import graph has no cycle.
 
 Every import statement counts, at module level and inside functions alike: a lazy import
 that only dodges a cycle is still a cycle. Importing ``gradgen.loops.region`` runs
-``gradgen/loops/__init__.py`` first, so it counts as importing the package as well. Not
-counted: the root package ``gradgen`` (the public surface, entered before any module; it
-imports everything and nothing imports it) and imports under ``if TYPE_CHECKING:``, which
-never run (views of a graph name ``ir.Graph`` in annotations only).
+``gradgen/loops/__init__.py`` first, so it counts as importing the package as well; the
+root package ``gradgen`` (the public surface, entered before any module) counts only where a
+module names it (``from . import __version__`` did). Not counted: imports under
+``if TYPE_CHECKING:``, which never run (views of a graph name ``ir.Graph`` in annotations
+only).
 
 When a lower module needs something from a higher one, move the function to the layer it
 belongs to, or hand it down: ``ops.registry.set_bind`` (the tracer applies every op),
@@ -27,7 +28,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "gradgen"
 # Lowest first. A name ending in ".*" stands for every module of that package without a row
 # of its own; "ops" is the package itself (its __init__), which only re-exports the registry.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "pytree", "layout", "compile"),  # nothing of gradgen below them
+    ("_version", "errors", "pytree", "layout", "compile"),  # nothing of gradgen below them
     ("linemap", "source"),  # the user's files: lines, targets, locations, signatures
     # Views of a graph: they name ir.Graph in annotations only, so ir's methods (str(graph),
     # to_dot, render, _repr_html_) call down into them. The explainer package's __init__ is
@@ -47,19 +48,19 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("explainer.*",),  # the learner's page
     ("api",),
     ("check",),
-    ("cli", "__main__"),
+    ("cli", "__main__", "gradgen"),  # the root package: the public names
 )
 
 
 def _module_names() -> dict[str, Path]:
-    """Dotted name relative to gradgen ("ops.registry", "ops" for ops/__init__.py) -> file."""
+    """Dotted name relative to gradgen ("ops.registry", "ops" for ops/__init__.py; "gradgen"
+    for the root package) -> file."""
     names = {}
     for path in sorted(SRC.rglob("*.py")):
         parts = list(path.relative_to(SRC).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        if parts:  # the root package is not counted (see the module docstring)
-            names[".".join(parts)] = path
+        names[".".join(parts) or "gradgen"] = path
     return names
 
 
@@ -92,6 +93,7 @@ def import_graph() -> dict[str, dict[str, str]]:
     graph: dict[str, dict[str, str]] = {name: {} for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        package = "" if package == "gradgen" else package
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for statement, function in _import_statements(tree):
             targets = []
@@ -110,6 +112,8 @@ def import_graph() -> dict[str, dict[str, str]]:
             where = f"{path.relative_to(SRC)}:{statement.lineno}" + (
                 f" in {function}" if function else "")
             for target in targets:
+                if target == "gradgen" and name != "gradgen":
+                    graph[name].setdefault("gradgen", where)  # the root, named explicitly
                 if not target.startswith("gradgen."):
                     continue
                 parts = target.removeprefix("gradgen.").split(".")

@@ -1,8 +1,7 @@
 """gradgen: reverse-mode gradients of Python/NumPy functions, emitted as readable Python."""
 
-__version__ = "0.1.0"
-
 from . import inplace  # noqa: F401  (registers in-place writes)
+from ._version import __version__
 from .api import emit, explain, grad, hessian, jacobian, trace, value_and_grad, vjp
 from .check import CheckReport, check
 from .errors import (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .abstract import Pending, shaped_value
 from .emit import FunctionSpec, emit_module
 from .errors import GradgenError, NonScalarOutput
