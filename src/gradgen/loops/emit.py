@@ -12,10 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
+from .batch import Batched, Operand, batch_sums
 from .region import BackwardPlan, Region
 
 
@@ -431,26 +434,35 @@ class RegionWriter:
             else:
                 names[b] = info.invariants[i - n_carry - n_slice]
         outputs = self._outputs_of(node)
+        accumulated = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "invariant"]
+        stackable = {b for b in range(len(split.sources))
+                     if self._stack_text(Operand("input", b), split, info, node) is not None}
+        batched = batch_sums(split.backward, accumulated, stackable)
+        graph = batched.body if batched is not None else split.backward
+        sums = batched.sums if batched is not None else {}
         targets: dict[int, str] = {}  # wrt position -> accumulator text
+        totals: dict[int, str] = {}  # wrt position -> a batched total, made after the loop
         results: list[str] = []
         for j, i in enumerate(plan.targets):
             if i < n_carry:
                 results.append(adjoints[i])
                 continue
             wanted = self.wanted_names.get(outputs.get(j)) if outputs.get(j) else None
+            k = plan.wrt.index(i)
             if region.kind(i) == "slice":
                 source = info.sources[i - n_carry]
                 total = self.namer.fresh(wanted or f"grad_{source}")
                 lines.append(f"{total} = np.zeros_like({source})")
-                targets[plan.wrt.index(i)] = self._slice_text(total, region.slices[i - n_carry],
-                                                              info)
+                targets[k] = self._slice_text(total, region.slices[i - n_carry], info)
             else:
                 inv = info.invariants[i - n_carry - n_slice]
                 total = self.namer.fresh(wanted or f"grad_{inv}")
-                lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
-                targets[plan.wrt.index(i)] = total
+                if k in sums:
+                    totals[k] = total
+                else:
+                    lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
+                    targets[k] = total
             results.append(total)
-        graph = split.backward
         carry_pairs = [(plan.wrt.index(c), adjoints[c]) for c in plan.carries]
         old = {plan.carries[i]: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
                if kind == "adjoint"}
@@ -471,11 +483,68 @@ class RegionWriter:
         emitted = self._body(graph, names, preset, accumulate)
         end = [f"{text} += {emitted.results[k]}" for k, text in targets.items()
                if output_nodes[k] not in accumulate]
+        after: list[str] = []
+        if batched is not None:
+            rows = self._stored_rows(batched, emitted.results, info, region.trips, lines, end)
+            for k, total in totals.items():
+                left = self._stack_text(sums[k].left, split, info, node, rows)
+                if sums[k].right is None:
+                    after.append(f"{total} = {left}.sum(axis=0)")
+                else:
+                    right = self._stack_text(sums[k].right, split, info, node, rows)
+                    after.append(f"{total} = {left}.T @ {right}")
         end += self._updates([a for _, a in carry_pairs],
                              [emitted.results[k] for k, _ in carry_pairs])
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=True)
+        lines += after
         self.results[node] = results
         return lines, emitted.guards * region.trips
+
+    def _stored_rows(self, batched: Batched, results: list[str], info: _Forward, trips: int,
+                     lines: list[str], end: list[str]) -> list[str]:
+        """The arrays a backward loop fills, one row per trip, with what each trip stores in
+        them (``grad_h_parts[t] = grad_h_part``); returns their names."""
+        names = []
+        first = len(batched.body.outputs) - len(batched.stored)
+        at = _affine(info.var, 1, -info.start)
+        for s, ref in enumerate(batched.stored):
+            text = results[first + s]
+            name = self.namer.fresh(f"{text}s" if text.isidentifier() else "grad_parts")
+            aval = ref.aval
+            dtype = "" if aval.dtype == np.float64 else f", dtype=np.{aval.dtype.name}"
+            shape = ", ".join(str(d) for d in (trips, *aval.shape))
+            lines.append(f"{name} = np.empty(({shape}){dtype})")
+            end.append(f"{name}[{at}] = {text}")
+            names.append(name)
+        return names
+
+    def _stack_text(self, operand: Operand, split: _Split, info: _Forward, node: Node,
+                    rows: list[str] | None = None) -> str | None:
+        """A batched sum's operand stacked over the trips, one row per trip: an array the
+        backward loop filled, or what the forward keeps of a body input (its list as an
+        array, or the rows of an input the loop slices). None: not kept whole anywhere."""
+        if operand.kind == "stored":
+            return rows[operand.index]
+        region = node.attrs["plan"].region
+        source, i = split.sources[operand.index]
+        if source == "saved" and i in info.next_of:
+            return f"np.array({info.saved_carries[info.next_of[i]]}[1:])"
+        if source == "saved":
+            return f"np.array({info.saved[i]})"
+        if source != "body" or region.kind(i) == "invariant":
+            return None
+        if i < region.n_carry:
+            return f"np.array({info.saved_carries[i]}[:-1])"
+        s = i - region.n_carry
+        sl = region.slices[s]
+        first, *rest = sl.template
+        whole = node.inputs[1 + i].aval.shape
+        if (sl.step[0] != 1 or any(sl.step[1:]) or type(first) is not int or first < 0
+                or any(item != slice(None) for item in rest) or len(whole) != 2):
+            return None
+        if first == 0 and region.trips == whole[0]:
+            return info.sources[s]
+        return f"{info.sources[s]}[{first}:{first + region.trips}]"
 
     def _loop(self, var: str, start: int, trips: int, body: list[str], reverse: bool):
         """``for var in range(...)`` (or ``reversed(range(...))``) over ``body``; the

@@ -1,0 +1,113 @@
+"""A backward loop's per-trip gradient terms gathered into one product after the loop.
+
+A weight ``W`` read by every trip of ``h = np.tanh(W @ h + U @ xs[t])`` gets one outer product
+per trip, ``grad_W += np.outer(grad_h_part, h_saved[t])``: an allocation, a product and an
+addition of a whole matrix, every trip. Summed over the trips that is one matrix product of
+the stacked vectors, what a person writes::
+
+    grad_h_parts = np.empty((300, 16))
+    for t in reversed(range(300)):
+        ...
+        grad_h_parts[t] = grad_h_part
+    grad_W = grad_h_parts.T @ np.array(h_saved[:-1])
+    grad_U = grad_h_parts.T @ xs
+
+A vector the sums stack that is itself a weight's per-trip gradient (the bias of
+``W @ h + b``) becomes a sum over those rows, ``grad_b = grad_h_parts.sum(axis=0)``.
+
+Each stacked operand comes from where it already is when it can (a forward value the forward
+loop keeps per trip, the rows of an input the loop slices); anything else is written into a
+row of an array the backward loop fills. BLAS and ``sum`` add the trips in their own order, so
+the last bits may differ from trip-by-trip addition (arrays only: scalar code never batches,
+a Python float costs less to add than to store).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Graph, Node, Ref
+from ..optimize.dce import dce
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A per-trip vector stacked over the trips: ``("input", b)`` is body input ``b``, which
+    the emitter reads whole from where the forward keeps it; ``("stored", s)`` is the
+    backward loop's ``s``-th stored value (output ``len(outputs) + s`` of the body)."""
+
+    kind: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A weight's total gradient: ``left.T @ right`` (``right`` set: a sum of outer
+    products) or the sum of ``left``'s rows."""
+
+    left: Operand
+    right: Operand | None = None
+
+
+@dataclass
+class Batched:
+    """The backward body with its batched outputs taken out of the trip: ``body`` outputs
+    the original outputs (a batched one now reads a stored value: nothing to add per trip)
+    then the ``stored`` values, one row each per trip; ``sums`` maps an output position to
+    how its total is computed after the loop."""
+
+    body: Graph
+    stored: list[Ref]
+    sums: dict[int, Sum]
+
+
+def _term(ref: Ref) -> Node:
+    node = ref.node
+    while node.op.name == "adjoint":  # a rename: the term is what it names
+        node = node.inputs[0].node
+    return node
+
+
+def _vector(ref: Ref, like) -> bool:
+    return ref.aval.ndim == 1 and ref.aval.dtype == like.dtype and ref.aval.py is None
+
+
+def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batched | None:
+    """Batch the outputs at positions ``accumulated`` (weights' per-trip gradients the loop
+    adds up) that are outer products of vectors, and the vectors' own sums; ``stackable``
+    holds the positions of body inputs the emitter can read whole. None: nothing batches."""
+    position = {node: i for i, node in enumerate(body.inputs)}
+    stored: list[Ref] = []
+    operands: dict[Ref, Operand] = {}
+
+    def operand(ref: Ref) -> Operand:
+        if ref not in operands:
+            b = position.get(ref.node)
+            if b is not None and b in stackable:
+                operands[ref] = Operand("input", b)
+            else:
+                operands[ref] = Operand("stored", len(stored))
+                stored.append(ref)
+        return operands[ref]
+
+    sums: dict[int, Sum] = {}
+    for k in accumulated:
+        out = body.outputs[k]
+        term = _term(out)
+        if term.op.name != "outer" or term.aval != out.aval:
+            continue
+        a, b = term.inputs
+        if _vector(a, out.aval) and _vector(b, out.aval):
+            sums[k] = Sum(operand(a), operand(b))
+    for k in accumulated:  # a stacked vector's own sum (the bias next to the weight)
+        term = _term(body.outputs[k])
+        if k not in sums and term.out in operands and term.aval == body.outputs[k].aval:
+            sums[k] = Sum(operands[term.out])
+    if not sums:
+        return None
+    # A batched output now reads a value the trip computes anyway (the first stored one, or
+    # an input): the term itself is left for dce, nothing is added per trip.
+    keep = stored[0] if stored else body.inputs[0].out
+    outputs = [keep if k in sums else r for k, r in enumerate(body.outputs)]
+    batched, _ = dce(body.with_nodes(body.nodes, [*outputs, *stored]))
+    return Batched(batched, stored, sums)
