@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Graph, Node, Ref
+from ..ops import OPS
 from ..optimize.dce import dce
 
 
@@ -111,3 +112,68 @@ def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batc
     outputs = [keep if k in sums else r for k, r in enumerate(body.outputs)]
     batched, _ = dce(body.with_nodes(body.nodes, [*outputs, *stored]))
     return Batched(batched, stored, sums)
+
+
+# --- the forward: a weight times each trip's row, as one product before the loop ---------------
+
+
+@dataclass(frozen=True)
+class RowProduct:
+    """Body input ``input`` stands for ``weight @ rows[t]`` (``rows[t] @ weight`` when
+    ``row_first``): ``weight`` a body input the loop only reads, ``rows`` a body input that is
+    one row of an array per trip. The emitter computes the product for every row at once."""
+
+    input: int
+    weight: int
+    rows: int
+    row_first: bool
+
+
+def hoist_row_products(body: Graph, rows: set[int], weights: set[int]
+                       ) -> tuple[Graph, list[RowProduct]]:
+    """``U @ xs[t]`` (or ``xs[t] @ w``) in a loop body, for ``U`` among the body inputs
+    ``weights`` and ``xs[t]`` among ``rows``, read from a new body input instead: one product
+    ``U_xs = xs @ U.T`` before the loop, a row of it per trip, as batch_rows does for unrolled
+    code (BLAS sums each row in its own order: the last bits may differ)."""
+    position = {node: i for i, node in enumerate(body.inputs)}
+    found: dict[tuple[int, int, bool], Node] = {}  # the product -> the input standing for it
+    subst: dict[Ref, Ref] = {}
+    inputs = list(body.inputs)
+    values = dict(body.meta.get("values") or {})
+    nodes: list[Node] = []
+    for node in body.nodes:
+        key = _row_product(node, position, rows, weights)
+        if key is None:
+            ins = tuple(subst.get(r, r) for r in node.inputs)
+            new = node if ins == node.inputs else node.with_inputs(ins)
+            if new is not node and node in values:
+                values[new] = values[node]
+            for i in range(len(node.avals)):
+                subst[Ref(node, i)] = Ref(new, i)
+            nodes.append(new)
+            continue
+        if key not in found:
+            found[key] = Node(OPS["input"], (), {"index": len(inputs)}, node.avals, None,
+                              node.name, "input")
+            inputs.append(found[key])
+            nodes.insert(len(body.inputs) + len(found) - 1, found[key])
+            if node in values:
+                values[found[key]] = values[node]
+        subst[node.out] = found[key].out
+    if not found:
+        return body, []
+    outputs = [subst.get(r, r) for r in body.outputs]
+    graph = Graph(nodes, inputs, outputs, dict(body.meta, values=values))
+    return graph, [RowProduct(n.attrs["index"], *key) for key, n in found.items()]
+
+
+def _row_product(node: Node, position: dict, rows: set[int], weights: set[int]):
+    """(weight, rows, row_first) when ``node`` is ``W @ xs[t]`` or ``xs[t] @ W``."""
+    if node.op.name != "matmul":
+        return None
+    a, b = (position.get(r.node) for r in node.inputs)
+    if a in weights and b in rows and node.inputs[1].aval.ndim == 1:
+        return (a, b, False)
+    if a in rows and b in weights and node.inputs[0].aval.ndim == 1:
+        return (b, a, True)
+    return None

@@ -18,7 +18,7 @@ from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
-from .batch import Batched, Operand, batch_sums
+from .batch import Batched, Operand, batch_sums, hoist_row_products
 from .region import BackwardPlan, Region
 
 
@@ -355,6 +355,8 @@ class RegionWriter:
             names[n_carry + s] = self._slice_text(sources[s], sl, info)
         for i, name in enumerate(invariants):
             names[n_carry + n_slice + i] = name
+        graph = self._hoist_products(graph, region, node.inputs[n_carry:n_carry + n_slice],
+                                     info, names, lines)
         preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
                                       for c in range(n_carry)])
         emitted = self._body(graph, names, preset, {})
@@ -363,14 +365,16 @@ class RegionWriter:
         if split is not None:  # lists for what the backward loop reads, named after it
             # A carry's list holds its value before the first trip and after each one, so
             # the backward reads a trip's carry at [t] and what the trip made of it at [t + 1].
+            # (read from the outputs: the body may have been rewritten, its nodes are new)
             next_values = {graph.outputs[c].node: c for c in range(n_carry)}
+            saved = [r.node for r in graph.outputs[n_carry:]]
             for c in range(n_carry):
                 read = any(kind == "body" and i == c for kind, i in split.sources)
-                if read or any(next_values.get(v) == c for v in split.saved):
+                if read or any(next_values.get(v) == c for v in saved):
                     info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
                     lines.append(f"{info.saved_carries[c]} = [{carries[c]}]")
                     after.append(f"{info.saved_carries[c]}.append({carries[c]})")
-            for r, value in enumerate(split.saved):
+            for r, value in enumerate(saved):
                 if value in next_values:
                     info.saved.append(None)
                     info.next_of[r] = next_values[value]
@@ -385,6 +389,39 @@ class RegionWriter:
         self.forward[node] = info
         self.results[node] = carries
         return lines, emitted.guards * region.trips
+
+    def _hoist_products(self, graph: Graph, region: Region, sources: list[Ref],
+                        info: _Forward, names: dict[int, str], lines: list[str]) -> Graph:
+        """``U @ xs[t]`` in the forward body as one product before the loop, ``U_xs = xs @
+        U.T``, of which each trip reads its row."""
+        n_carry, n_slice = region.n_carry, region.n_slice
+        rows = {n_carry + s: text for s in range(n_slice) if (text := self._rows_text(
+            region, s, info.sources[s], sources[s].aval.shape)) is not None}
+        weights = set(range(n_carry + n_slice, len(region.body.inputs)))
+        graph, products = hoist_row_products(graph, set(rows), weights)
+        at = _affine(info.var, 1, -info.start)
+        for p in products:
+            weight, source = names[p.weight], info.sources[p.rows - n_carry]
+            if p.row_first:
+                name, text = f"{source}_{weight}", f"{rows[p.rows]} @ {weight}"
+            else:
+                name, text = f"{weight}_{source}", f"{rows[p.rows]} @ {weight}.T"
+            name = self.namer.fresh(name)
+            lines.append(f"{name} = {text}")
+            names[p.input] = f"{name}[{at}]"
+        return graph
+
+    def _rows_text(self, region: Region, s: int, source: str, shape: tuple) -> str | None:
+        """The rows the loop's slice ``s`` reads, one per trip, as one 2-D array: ``xs``
+        itself, or ``xs[1:201]``; None when the slice is not a row per trip."""
+        sl = region.slices[s]
+        first, *rest = sl.template
+        if (sl.step[0] != 1 or any(sl.step[1:]) or type(first) is not int or first < 0
+                or any(item != slice(None) for item in rest) or len(shape) != 2):
+            return None
+        if first == 0 and region.trips == shape[0]:
+            return source
+        return f"{source}[{first}:{first + region.trips}]"
 
     def _slice_text(self, source: str, sl, info: _Forward) -> str:
         items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
@@ -536,15 +573,7 @@ class RegionWriter:
         if i < region.n_carry:
             return f"np.array({info.saved_carries[i]}[:-1])"
         s = i - region.n_carry
-        sl = region.slices[s]
-        first, *rest = sl.template
-        whole = node.inputs[1 + i].aval.shape
-        if (sl.step[0] != 1 or any(sl.step[1:]) or type(first) is not int or first < 0
-                or any(item != slice(None) for item in rest) or len(whole) != 2):
-            return None
-        if first == 0 and region.trips == whole[0]:
-            return info.sources[s]
-        return f"{info.sources[s]}[{first}:{first + region.trips}]"
+        return self._rows_text(region, s, info.sources[s], node.inputs[1 + i].aval.shape)
 
     def _loop(self, var: str, start: int, trips: int, body: list[str], reverse: bool):
         """``for var in range(...)`` (or ``reversed(range(...))``) over ``body``; the
