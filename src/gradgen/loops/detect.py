@@ -26,6 +26,12 @@ from ..source import SourceLoc
 from .region import Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
+# A run of fewer than ALWAYS_ROLL trips of scalar code is unrolled while the unrolled code
+# stays within UNROLL_OPS operations: one Python statement per operation runs faster than a
+# loop that keeps each trip's values in lists and reads them back (benchmarks/loops.py). Loops
+# over arrays stay loops: their backward batches the weights' gradients (loops/batch.py).
+ALWAYS_ROLL = 100
+UNROLL_OPS = 1000
 _FREE = ("input", "const")
 
 
@@ -134,7 +140,7 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         reps = 1
         while keys[i + reps * period:i + (reps + 1) * period] == base:
             reps += 1
-        if reps >= MIN_TRIPS:
+        if reps >= MIN_TRIPS and not _unrolls(seq[i:j], reps):
             # Where a trip starts: here, a trip later (the first may differ), or a few ops
             # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
             # The first source line of the body is where a trip most likely starts.
@@ -235,6 +241,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     trips = _rolled_trips(iters, valid, carried, where, users)
     if trips < MIN_TRIPS:
         return None
+    if _unrolls(iters[0], trips):
+        return trips  # (as if only these were uniform: the search goes on after them)
     hoisted: list[int] = []  # loop-invariant code: computed once, before the loop
     for j, node in enumerate(iters[0]):
         if (j not in slices and j not in carried and node.op.name != "guard" and node.avals
@@ -242,6 +250,12 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                         for c in classes[j])):
             hoisted.append(j)
     return _Plan(iters[:trips], trips, classes, inits, slices, hoisted)
+
+
+def _unrolls(trip: list[Node], trips: int) -> bool:
+    """Is a run better left unrolled: short, on scalars only, and small once unrolled?"""
+    return (trips < ALWAYS_ROLL and trips * len(trip) <= UNROLL_OPS
+            and all(aval.shape == () for node in trip for aval in node.avals))
 
 
 def _line(node: Node) -> int:

@@ -10,6 +10,7 @@ each read-only value's gradient into one accumulator (``grad_W += ...``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,11 +100,17 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
             readers.setdefault(ref.node, []).append(node)
     position = {n: i for i, n in enumerate(graph.nodes)}
     next_values = [graph.outputs[k].node for k, _, _ in carries]
-    outputs = {r.node for r in graph.outputs}
+    outputs = Counter(r.node for r in graph.outputs)
+    after_body = len(graph.nodes)
 
     def lands(node: Node) -> int:  # where a read by ``node`` can end up after inlining
-        while len(readers.get(node, ())) == 1 and node not in outputs and node.name is None:
-            node = readers[node][0]
+        while node.name is None:
+            users = readers.get(node, ())
+            if node in outputs:  # an output read by nothing else: maybe printed after the body
+                return after_body if not users and outputs[node] == 1 else position[node]
+            if len(users) != 1:
+                break
+            node = users[0]
         return position[node]
 
     fixed: dict[Node, str] = {}
@@ -111,7 +118,10 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
         out = graph.outputs[k].node
         if not _is_statement(out) or out in fixed or next_values.count(out) > 1:
             continue
-        if old is not None and (old in next_values or any(
+        # the old value must not be read after the new one is written: by a later statement,
+        # an expression inlined into one, or the lines after the body (an output: grad_xs[t]
+        # += grad_h)
+        if old is not None and (old in next_values or old in outputs or any(
                 lands(r) > position[out] for r in readers.get(old, ()) if r is not out)):
             continue
         fixed[out] = name
@@ -312,12 +322,28 @@ class RegionWriter:
               accumulate: dict[Node, str]):
         from ..emit import FunctionSpec, emit_function
 
+        # A trip's value read by index more than once (h_saved[t + 1] in ``1 - h * h``) is
+        # read once, into a name, as a person writes it.
+        reads = Counter(r.node for node in graph.nodes for r in node.inputs)
+        reads.update(r.node for r in graph.outputs)
+        bound: list[str] = []
+        input_names = dict(input_names)
+        for node in graph.inputs:
+            index = node.attrs["index"]
+            text = input_names.get(index, "")
+            if reads[node] > 1 and "[" in text:
+                name = self.namer.fresh(node.name or text.partition("[")[0].removesuffix(
+                    "_saved"))
+                bound.append(f"{name} = {text}")
+                input_names[index] = name
         spec = self.spec
         body_spec = FunctionSpec(
             spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
             input_names=input_names, namer=self.namer, depth=spec.depth + 1, preset=preset,
             accumulate=accumulate, body_only=True)
-        return emit_function(body_spec, self.constants)
+        emitted = emit_function(body_spec, self.constants)
+        emitted.lines[:0] = bound
+        return emitted
 
     def _comment(self, region: Region, suffix: str = "") -> list[str]:
         loc = region.header
@@ -419,9 +445,10 @@ class RegionWriter:
         if (sl.step[0] != 1 or any(sl.step[1:]) or type(first) is not int or first < 0
                 or any(item != slice(None) for item in rest) or len(shape) != 2):
             return None
-        if first == 0 and region.trips == shape[0]:
-            return source
-        return f"{source}[{first}:{first + region.trips}]"
+        end = first + region.trips
+        if end == shape[0]:
+            return f"{source}[{first}:]" if first else source
+        return f"{source}[{first}:{end}]"
 
     def _slice_text(self, source: str, sl, info: _Forward) -> str:
         items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
