@@ -4,7 +4,9 @@ backward, bodies printed by the ordinary emitter inside them.
 The forward loop keeps, in lists it allocates, only what its backward reads (the carries at
 the start of each trip and the body values the derivative rules reuse); the backward loop
 reads them back by the loop variable, carries ``grad_<carry>`` from trip to trip, and adds
-each read-only value's gradient into one accumulator (``grad_W += ...``).
+each read-only value's gradient into one accumulator (``grad_W += ...``), or, when each
+trip's share is an outer product, stores the trip's vectors and multiplies them once after
+the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product).
 """
 
 from __future__ import annotations
