@@ -184,7 +184,10 @@ def test_per_sample_loss_over_rows():
     rolled = _check_program(per_sample_loss, (w, X, y),
                             (rng.normal(size=5), rng.normal(size=(64, 5)), rng.normal(size=64)))
     # total = 0.0 starts a NumPy float: the loop starts from it converted
-    assert "X[i]" in rolled and "for i in reversed(range(64)):" in rolled
+    assert "for i in reversed(range(64)):" in rolled
+    # X[i] @ w for every row at once before the loop; grad_w as one product after it
+    assert "X_w = X @ w" in rolled and "X_w[i]" in rolled
+    assert "grad_errs[i] = grad_err" in rolled and "grad_w = grad_errs @ X" in rolled
     assert "total = np.float64(0.0)" in rolled
 
 

@@ -43,11 +43,13 @@ class Operand:
 
 @dataclass(frozen=True)
 class Sum:
-    """A weight's total gradient: ``left.T @ right`` (``right`` set: a sum of outer
-    products) or the sum of ``left``'s rows."""
+    """A weight's total gradient: ``left.T @ right`` (a sum of outer products), ``left @
+    right`` (``scaled``: a sum of vectors ``right[t]`` times numbers ``left[t]``) or, without
+    ``right``, the sum of ``left``'s rows."""
 
     left: Operand
     right: Operand | None = None
+    scaled: bool = False
 
 
 @dataclass
@@ -73,10 +75,15 @@ def _vector(ref: Ref, like) -> bool:
     return ref.aval.ndim == 1 and ref.aval.dtype == like.dtype and ref.aval.py is None
 
 
+def _number(ref: Ref, like) -> bool:
+    return ref.aval.ndim == 0 and ref.aval.dtype == like.dtype
+
+
 def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batched | None:
     """Batch the outputs at positions ``accumulated`` (weights' per-trip gradients the loop
-    adds up) that are outer products of vectors, and the vectors' own sums; ``stackable``
-    holds the positions of body inputs the emitter can read whole. None: nothing batches."""
+    adds up) that are outer products of vectors or vectors times numbers (``grad_w +=
+    grad_err * X[i]``), and the stacked vectors' own sums; ``stackable`` holds the
+    positions of body inputs the emitter can read whole. None: nothing batches."""
     position = {node: i for i, node in enumerate(body.inputs)}
     stored: list[Ref] = []
     operands: dict[Ref, Operand] = {}
@@ -95,21 +102,27 @@ def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batc
     for k in accumulated:
         out = body.outputs[k]
         term = _term(out)
-        if term.op.name != "outer" or term.aval != out.aval:
-            continue
-        a, b = term.inputs
-        if _vector(a, out.aval) and _vector(b, out.aval):
-            sums[k] = Sum(operand(a), operand(b))
+        if term.op.name == "outer" and term.aval == out.aval:
+            a, b = term.inputs
+            if _vector(a, out.aval) and _vector(b, out.aval):
+                sums[k] = Sum(operand(a), operand(b))
+        elif term.op.name == "mul" and term.aval == out.aval and _vector(out, out.aval):
+            a, b = term.inputs
+            if _number(b, out.aval):
+                a, b = b, a
+            if _number(a, out.aval) and _vector(b, out.aval):
+                sums[k] = Sum(operand(a), operand(b), scaled=True)
     for k in accumulated:  # a stacked vector's own sum (the bias next to the weight)
         term = _term(body.outputs[k])
-        if k not in sums and term.out in operands and term.aval == body.outputs[k].aval:
+        if (k not in sums and term.out in operands and term.aval == body.outputs[k].aval
+                and term.aval.ndim == 1):
             sums[k] = Sum(operands[term.out])
     if not sums:
         return None
-    # A batched output now reads a value the trip computes anyway (the first stored one, or
-    # an input): the term itself is left for dce, nothing is added per trip.
-    keep = stored[0] if stored else body.inputs[0].out
-    outputs = [keep if k in sums else r for k, r in enumerate(body.outputs)]
+    # A batched output now reads a vector of its own sum, which the trip has anyway: the
+    # outer product is left for dce, nothing is added per trip (the emitter skips it).
+    outputs = [_term(r).inputs[0] if k in sums and sums[k].right is not None
+               else _term(r).out if k in sums else r for k, r in enumerate(body.outputs)]
     batched, _ = dce(body.with_nodes(body.nodes, [*outputs, *stored]))
     return Batched(batched, stored, sums)
 
@@ -172,8 +185,9 @@ def _row_product(node: Node, position: dict, rows: set[int], weights: set[int]):
     if node.op.name != "matmul":
         return None
     a, b = (position.get(r.node) for r in node.inputs)
-    if a in weights and b in rows and node.inputs[1].aval.ndim == 1:
+    left, right = (r.aval.ndim for r in node.inputs)
+    if a in weights and b in rows and left in (1, 2) and right == 1:
         return (a, b, False)
-    if a in rows and b in weights and node.inputs[0].aval.ndim == 1:
+    if a in rows and b in weights and left == 1 and right in (1, 2):
         return (b, a, True)
     return None

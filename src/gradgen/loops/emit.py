@@ -432,8 +432,10 @@ class RegionWriter:
             weight, source = names[p.weight], info.sources[p.rows - n_carry]
             if p.row_first:
                 name, text = f"{source}_{weight}", f"{rows[p.rows]} @ {weight}"
-            else:
-                name, text = f"{weight}_{source}", f"{rows[p.rows]} @ {weight}.T"
+            else:  # W @ x for each row x: the rows times W transposed (a vector needs no .T)
+                matrix = graph.inputs[p.weight].aval.ndim == 2
+                name = f"{weight}_{source}"
+                text = f"{rows[p.rows]} @ {weight}{'.T' if matrix else ''}"
             name = self.namer.fresh(name)
             lines.append(f"{name} = {text}")
             names[p.input] = f"{name}[{at}]"
@@ -558,7 +560,7 @@ class RegionWriter:
                     after.append(f"{total} = {left}.sum(axis=0)")
                 else:
                     right = self._stack_text(sums[k].right, split, info, node, rows)
-                    after.append(f"{total} = {left}.T @ {right}")
+                    after.append(f"{total} = {left}{'' if sums[k].scaled else '.T'} @ {right}")
         end += self._updates([a for _, a in carry_pairs],
                              [emitted.results[k] for k, _ in carry_pairs])
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=True)
@@ -578,8 +580,8 @@ class RegionWriter:
             name = self.namer.fresh(f"{text}s" if text.isidentifier() else "grad_parts")
             aval = ref.aval
             dtype = "" if aval.dtype == np.float64 else f", dtype=np.{aval.dtype.name}"
-            shape = ", ".join(str(d) for d in (trips, *aval.shape))
-            lines.append(f"{name} = np.empty(({shape}){dtype})")
+            shape = f"({', '.join(str(d) for d in (trips, *aval.shape))})" if aval.shape else trips
+            lines.append(f"{name} = np.empty({shape}{dtype})")
             end.append(f"{name}[{at}] = {text}")
             names.append(name)
         return names
