@@ -42,22 +42,36 @@ class Operand:
 
 
 @dataclass(frozen=True)
-class Sum:
-    """A weight's total gradient: ``left.T @ right`` (a sum of outer products), ``left @
-    right`` (``scaled``: a sum of vectors ``right[t]`` times numbers ``left[t]``) or, without
-    ``right``, the sum of ``left``'s rows."""
+class Product:
+    """One product of stacks: ``left.T @ right`` (the sum of the trips' outer products), or
+    ``left @ right`` when ``scaled`` (the sum of vectors ``right[t]`` times numbers
+    ``left[t]``)."""
 
     left: Operand
-    right: Operand | None = None
+    right: Operand
     scaled: bool = False
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A weight's total gradient: the sum of ``products``, or of the rows of ``rows``."""
+
+    products: tuple[Product, ...] = ()
+    rows: Operand | None = None
+
+    @property
+    def operands(self) -> list[Operand]:
+        if self.rows is not None:
+            return [self.rows]
+        return [o for p in self.products for o in (p.left, p.right)]
 
 
 @dataclass
 class Batched:
     """The backward body with its batched outputs taken out of the trip: ``body`` outputs
-    the original outputs (a batched one now reads a stored value: nothing to add per trip)
-    then the ``stored`` values, one row each per trip; ``sums`` maps an output position to
-    how its total is computed after the loop."""
+    the original outputs (a batched one now reads a vector of its sum: nothing to add per
+    trip) then the ``stored`` values, one row each per trip; ``sums`` maps an output
+    position to how its total is computed after the loop."""
 
     body: Graph
     stored: list[Ref]
@@ -79,11 +93,36 @@ def _number(ref: Ref, like) -> bool:
     return ref.aval.ndim == 0 and ref.aval.dtype == like.dtype
 
 
+def _product(node: Node, like) -> tuple[Ref, Ref, bool] | None:
+    """(left, right, scaled) when ``node`` is ``np.outer(a, b)`` of vectors or a vector
+    times a number, of aval ``like``."""
+    if node.aval != like:
+        return None
+    if node.op.name == "outer":
+        a, b = node.inputs
+        return (a, b, False) if _vector(a, like) and _vector(b, like) else None
+    if node.op.name == "mul" and like.ndim == 1:
+        a, b = node.inputs
+        if _number(b, like):
+            a, b = b, a
+        return (a, b, True) if _number(a, like) and _vector(b, like) else None
+    return None
+
+
+def _products(term: Node, like) -> list[tuple[Ref, Ref, bool]] | None:
+    """The products a trip's term adds up (``np.outer(a1, x) + np.outer(a2, x)``: two)."""
+    if term.op.name in ("add", "add_n") and term.aval == like:
+        found = [_product(r.node, like) for r in term.inputs]
+        return None if None in found else found
+    one = _product(term, like)
+    return None if one is None else [one]
+
+
 def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batched | None:
     """Batch the outputs at positions ``accumulated`` (weights' per-trip gradients the loop
-    adds up) that are outer products of vectors or vectors times numbers (``grad_w +=
-    grad_err * X[i]``), and the stacked vectors' own sums; ``stackable`` holds the
-    positions of body inputs the emitter can read whole. None: nothing batches."""
+    adds up) that are sums of outer products of vectors or of vectors times numbers
+    (``grad_w += grad_err * X[i]``), and the stacked vectors' own sums; ``stackable`` holds
+    the positions of body inputs the emitter can read whole. None: nothing batches."""
     position = {node: i for i, node in enumerate(body.inputs)}
     stored: list[Ref] = []
     operands: dict[Ref, Operand] = {}
@@ -99,30 +138,23 @@ def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batc
         return operands[ref]
 
     sums: dict[int, Sum] = {}
+    read: dict[int, Ref] = {}  # a batched output -> a vector of its sum (read by the trip)
     for k in accumulated:
         out = body.outputs[k]
-        term = _term(out)
-        if term.op.name == "outer" and term.aval == out.aval:
-            a, b = term.inputs
-            if _vector(a, out.aval) and _vector(b, out.aval):
-                sums[k] = Sum(operand(a), operand(b))
-        elif term.op.name == "mul" and term.aval == out.aval and _vector(out, out.aval):
-            a, b = term.inputs
-            if _number(b, out.aval):
-                a, b = b, a
-            if _number(a, out.aval) and _vector(b, out.aval):
-                sums[k] = Sum(operand(a), operand(b), scaled=True)
+        found = _products(_term(out), out.aval)
+        if found:
+            sums[k] = Sum(tuple(Product(operand(a), operand(b), scaled)
+                                for a, b, scaled in found))
+            read[k] = found[0][0]
     for k in accumulated:  # a stacked vector's own sum (the bias next to the weight)
         term = _term(body.outputs[k])
         if (k not in sums and term.out in operands and term.aval == body.outputs[k].aval
                 and term.aval.ndim == 1):
-            sums[k] = Sum(operands[term.out])
+            sums[k] = Sum(rows=operands[term.out])
+            read[k] = term.out
     if not sums:
         return None
-    # A batched output now reads a vector of its own sum, which the trip has anyway: the
-    # outer product is left for dce, nothing is added per trip (the emitter skips it).
-    outputs = [_term(r).inputs[0] if k in sums and sums[k].right is not None
-               else _term(r).out if k in sums else r for k, r in enumerate(body.outputs)]
+    outputs = [read.get(k, r) for k, r in enumerate(body.outputs)]
     batched, _ = dce(body.with_nodes(body.nodes, [*outputs, *stored]))
     return Batched(batched, stored, sums)
 

@@ -554,13 +554,7 @@ class RegionWriter:
         after: list[str] = []
         if batched is not None:
             rows = self._stored_rows(batched, emitted.results, info, region.trips, lines, end)
-            for k, total in totals.items():
-                left = self._stack_text(sums[k].left, split, info, node, rows)
-                if sums[k].right is None:
-                    after.append(f"{total} = {left}.sum(axis=0)")
-                else:
-                    right = self._stack_text(sums[k].right, split, info, node, rows)
-                    after.append(f"{total} = {left}{'' if sums[k].scaled else '.T'} @ {right}")
+            after += self._sums(totals, sums, split, info, node, rows)
         end += self._updates([a for _, a in carry_pairs],
                              [emitted.results[k] for k, _ in carry_pairs])
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=True)
@@ -585,6 +579,32 @@ class RegionWriter:
             end.append(f"{name}[{at}] = {text}")
             names.append(name)
         return names
+
+    def _sums(self, totals: dict[int, str], sums: dict, split: _Split, info: _Forward,
+              node: Node, rows: list[str]) -> list[str]:
+        """The batched totals after the loop: ``grad_W = grad_h_parts.T @ h_rows``,
+        ``grad_w = grad_errs @ X``, ``grad_b = grad_h_parts.sum(axis=0)``. A forward list
+        that two of them read as an array (h's states, for W_z and W_h) is made one once."""
+        lines = []
+        uses = Counter(o for k in totals for o in sums[k].operands)
+        stacks: dict[Operand, str] = {}
+        for o in uses:
+            text = self._stack_text(o, split, info, node, rows)
+            if uses[o] > 1 and text.startswith("np.array("):
+                base = text.removeprefix("np.array(").partition("[")[0].rstrip(")")
+                name = self.namer.fresh(f"{base.removesuffix('_saved')}_rows")
+                lines.append(f"{name} = {text}")
+                text = name
+            stacks[o] = text
+        for k, total in totals.items():
+            sum_ = sums[k]
+            if sum_.rows is not None:
+                lines.append(f"{total} = {stacks[sum_.rows]}.sum(axis=0)")
+                continue
+            terms = [f"{stacks[p.left]} @ {stacks[p.right]}" if p.scaled
+                     else f"{stacks[p.left]}.T @ {stacks[p.right]}" for p in sum_.products]
+            lines.append(f"{total} = {' + '.join(terms)}")
+        return lines
 
     def _stack_text(self, operand: Operand, split: _Split, info: _Forward, node: Node,
                     rows: list[str] | None = None) -> str | None:
