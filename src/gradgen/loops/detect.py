@@ -28,10 +28,12 @@ from .region import Region, Slice, loop, loop_out
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
 # A run of fewer than ALWAYS_ROLL trips of scalar code is unrolled while the unrolled code
 # stays within UNROLL_OPS operations: one Python statement per operation runs faster than a
-# loop that keeps each trip's values in lists and reads them back (benchmarks/loops.py). Loops
-# over arrays stay loops: their backward batches the weights' gradients (loops/batch.py).
+# loop that keeps each trip's values in lists and reads them back (models.scalar_loop, 20
+# trips of 10 ops: 1.0x hand-written unrolled, 1.3x rolled), and the bound keeps the first
+# call's cost (which grows with the unrolled ops) near the rolled loop's. Loops over arrays
+# stay loops: their backward batches the weights' gradients (loops/batch.py), as fast.
 ALWAYS_ROLL = 100
-UNROLL_OPS = 1000
+UNROLL_OPS = 500
 _FREE = ("input", "const")
 
 
