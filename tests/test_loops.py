@@ -163,7 +163,8 @@ def test_gated_recurrent_cell_over_xs():
         _fd_check(gru, small, argnum)
     rolled = gradgen.emit(gru, *args, argnums=(0, 1, 2, 3, 4))
     assert "for t in range(300):" in rolled and "xs[t]" in rolled
-    assert "grad_xs[t] += " in rolled
+    # xs[t]'s gradient is a row per trip: the stacked rows times U, after the loop
+    assert "grad_xs = grad_z_parts @ U + grad_candidate_parts @ U" in rolled
     # U's two shares per trip (z and the candidate) are two products after the loop, and
     # the states both W_z and W_h read are stacked once
     assert "grad_U = grad_z_parts.T @ xs + grad_candidate_parts.T @ xs" in rolled
@@ -315,6 +316,8 @@ def test_weight_gradients_are_one_product_after_the_loop():
     assert "grad_W = grad_h_parts.T @ np.array(sin_h_saved)" in rolled
     assert "grad_U = grad_h_parts.T @ xs[1:]" in rolled
     assert "grad_b = grad_h_parts.sum(axis=0)" in rolled
+    assert "grad_xs = np.zeros_like(xs)" in rolled  # xs[0] is not read: its row stays 0
+    assert "grad_xs[1:] = grad_h_parts @ U" in rolled
     assert "np.outer" not in rolled and "grad_W +=" not in rolled
 
 

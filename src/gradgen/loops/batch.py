@@ -13,7 +13,10 @@ the stacked vectors, what a person writes::
     grad_U = grad_h_parts.T @ xs
 
 A vector the sums stack that is itself a weight's per-trip gradient (the bias of
-``W @ h + b``) becomes a sum over those rows, ``grad_b = grad_h_parts.sum(axis=0)``.
+``W @ h + b``) becomes a sum over those rows, ``grad_b = grad_h_parts.sum(axis=0)``; a
+vector times a number per trip (``grad_w += grad_err * X[i]``) becomes ``grad_errs @ X``;
+and the gradient of the rows the loop reads, one trip's row each (``grad_xs[t] +=
+grad_h_part @ U``), is the stacked vectors times the weight, ``grad_xs = grad_h_parts @ U``.
 
 Each stacked operand comes from where it already is when it can (a forward value the forward
 loop keeps per trip, the rows of an input the loop slices); anything else is written into a
@@ -35,7 +38,8 @@ from ..optimize.dce import dce
 class Operand:
     """A per-trip vector stacked over the trips: ``("input", b)`` is body input ``b``, which
     the emitter reads whole from where the forward keeps it; ``("stored", s)`` is the
-    backward loop's ``s``-th stored value (output ``len(outputs) + s`` of the body)."""
+    backward loop's ``s``-th stored value (output ``len(outputs) + s`` of the body). Or
+    ``("weight", b)``: body input ``b``, the same every trip (a matrix the rows multiply)."""
 
     kind: str
     index: int
@@ -45,7 +49,7 @@ class Operand:
 class Product:
     """One product of stacks: ``left.T @ right`` (the sum of the trips' outer products), or
     ``left @ right`` when ``scaled`` (the sum of vectors ``right[t]`` times numbers
-    ``left[t]``)."""
+    ``left[t]``, or each trip's row ``left[t] @ W`` when ``right`` is a weight)."""
 
     left: Operand
     right: Operand
@@ -118,11 +122,25 @@ def _products(term: Node, like) -> list[tuple[Ref, Ref, bool]] | None:
     return None if one is None else [one]
 
 
-def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batched | None:
+def _row_times_weight(node: Node, like, weights: dict[Node, int]) -> tuple[Ref, int] | None:
+    """(a, weight input) when ``node`` is ``a @ W`` for a vector a and a loop-invariant W."""
+    if node.op.name != "matmul" or node.aval != like or like.ndim != 1:
+        return None
+    a, w = node.inputs
+    if not _vector(a, like) or w.node not in weights or w.aval.ndim != 2:
+        return None
+    return a, weights[w.node]
+
+
+def batch_sums(body: Graph, accumulated: list[int], stackable: set[int],
+               rows: list[int] = (), weights: set[int] = frozenset()) -> Batched | None:
     """Batch the outputs at positions ``accumulated`` (weights' per-trip gradients the loop
     adds up) that are sums of outer products of vectors or of vectors times numbers
     (``grad_w += grad_err * X[i]``), and the stacked vectors' own sums; ``stackable`` holds
-    the positions of body inputs the emitter can read whole. None: nothing batches."""
+    the positions of body inputs the emitter can read whole. The outputs at ``rows`` are
+    each trip's row of a sliced input's gradient (``grad_xs[t] += grad_h_part @ U``): those
+    that are vectors times ``weights`` (body inputs the loop only reads) become one product
+    of the stacked vectors. None: nothing batches."""
     position = {node: i for i, node in enumerate(body.inputs)}
     stored: list[Ref] = []
     operands: dict[Ref, Operand] = {}
@@ -152,6 +170,17 @@ def batch_sums(body: Graph, accumulated: list[int], stackable: set[int]) -> Batc
                 and term.aval.ndim == 1):
             sums[k] = Sum(rows=operands[term.out])
             read[k] = term.out
+    weight_of = {body.inputs[b]: b for b in weights}
+    for k in rows:
+        out = body.outputs[k]
+        term = _term(out)
+        parts = term.inputs if term.op.name in ("add", "add_n") and term.aval == out.aval \
+            else (term.out,)
+        found = [_row_times_weight(r.node, out.aval, weight_of) for r in parts]
+        if found and None not in found:
+            sums[k] = Sum(tuple(Product(operand(a), Operand("weight", w), True)
+                                for a, w in found))
+            read[k] = found[0][0]
     if not sums:
         return None
     outputs = [read.get(k, r) for k, r in enumerate(body.outputs)]

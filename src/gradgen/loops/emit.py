@@ -505,7 +505,11 @@ class RegionWriter:
         accumulated = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "invariant"]
         stackable = {b for b in range(len(split.sources))
                      if self._stack_text(Operand("input", b), split, info, node) is not None}
-        batched = batch_sums(split.backward, accumulated, stackable)
+        row_targets = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "slice"
+                       and self._rows_of(node, i) is not None]
+        weights = {b for b, (kind, i) in enumerate(split.sources)
+                   if kind == "body" and region.kind(i) == "invariant"}
+        batched = batch_sums(split.backward, accumulated, stackable, row_targets, weights)
         graph = batched.body if batched is not None else split.backward
         sums = batched.sums if batched is not None else {}
         targets: dict[int, str] = {}  # wrt position -> accumulator text
@@ -520,8 +524,15 @@ class RegionWriter:
             if region.kind(i) == "slice":
                 source = info.sources[i - n_carry]
                 total = self.namer.fresh(wanted or f"grad_{source}")
-                lines.append(f"{total} = np.zeros_like({source})")
-                targets[k] = self._slice_text(total, region.slices[i - n_carry], info)
+                rows = self._rows_of(node, i, total) if k in sums else None
+                if rows == total:  # every row is one trip's: the product is the gradient
+                    totals[k] = total
+                else:
+                    lines.append(f"{total} = np.zeros_like({source})")
+                    if k in sums:
+                        totals[k] = rows  # grad_xs[1:] = ...
+                    else:
+                        targets[k] = self._slice_text(total, region.slices[i - n_carry], info)
             else:
                 inv = info.invariants[i - n_carry - n_slice]
                 total = self.namer.fresh(wanted or f"grad_{inv}")
@@ -561,6 +572,15 @@ class RegionWriter:
         lines += after
         self.results[node] = results
         return lines, emitted.guards * region.trips
+
+    def _rows_of(self, node: Node, i: int, source: str | None = None) -> str | None:
+        """The rows loop input ``i`` (a slice) takes, one per trip, in ``source`` (by default
+        the sliced variable): ``xs``, ``xs[1:]``; None when it is not a row per trip."""
+        region = node.attrs["plan"].region
+        s = i - region.n_carry
+        info = self.forward[node.inputs[0].node]
+        return self._rows_text(region, s, source or info.sources[s],
+                               node.inputs[1 + i].aval.shape)
 
     def _stored_rows(self, batched: Batched, results: list[str], info: _Forward, trips: int,
                      lines: list[str], end: list[str]) -> list[str]:
@@ -615,6 +635,8 @@ class RegionWriter:
             return rows[operand.index]
         region = node.attrs["plan"].region
         source, i = split.sources[operand.index]
+        if operand.kind == "weight":
+            return info.invariants[i - region.n_carry - region.n_slice]
         if source == "saved" and i in info.next_of:
             return f"np.array({info.saved_carries[info.next_of[i]]}[1:])"
         if source == "saved":
