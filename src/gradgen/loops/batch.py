@@ -21,8 +21,8 @@ grad_h_part @ U``), is the stacked vectors times the weight, ``grad_xs = grad_h_
 Each stacked operand comes from where it already is when it can (a forward value the forward
 loop keeps per trip, the rows of an input the loop slices); anything else is written into a
 row of an array the backward loop fills. BLAS and ``sum`` add the trips in their own order, so
-the last bits may differ from trip-by-trip addition (arrays only: scalar code never batches,
-a Python float costs less to add than to store).
+the last bits may differ from trip-by-trip addition (arrays only: a number's gradient is
+still added trip by trip, a Python float costs less to add than to store).
 """
 
 from __future__ import annotations
