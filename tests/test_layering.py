@@ -40,8 +40,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tracer",),  # applies every op (registry.set_bind) and records it
     ("ops.*", "dialects"),  # the rows, family by family, and how each target spells them
     ("optimize.*", "optimize", "symbolic", "inplace", "intercept", "naming"),
-    ("loops.region", "loops.gather"),  # the loop op (its reverse mode gets reverse.reverse
-    # handed down); per-trip values gathered after a loop, moved into its trips
+    ("loops.region", "loops.gather", "loops.batch"),  # the loop op (its reverse mode gets
+    # reverse.reverse handed down); per-trip values gathered after a loop, moved into its
+    # trips; per-trip products of a backward loop batched into one after it
     ("loops.detect", "loops"),  # rolling traced iterations into a loop node
     ("function", "reverse"),
     ("tracing", "loops.emit", "emit"),  # loops/emit.py gets emit's body printer handed down

@@ -16,7 +16,8 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]")
 def _clean(name: str) -> str:
     if name.isascii() and name.isidentifier():  # nearly always: nothing to clean, no regex
         return name
-    name = _IDENT.sub("_", name) or "v"
+    # xs[t] (a loop's row, read inside the loop) -> xs_t; t - 1 -> t_1
+    name = re.sub(r"__+", "_", _IDENT.sub("_", name)).rstrip("_") or "v"
     if name[0].isdigit():
         name = f"v_{name}"
     return name

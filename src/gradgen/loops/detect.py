@@ -32,6 +32,14 @@ from .gather import gather_into_trips
 from .region import Moving, Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
+# A run of fewer than ALWAYS_ROLL trips of scalar code is unrolled while the unrolled code
+# stays within UNROLL_OPS operations: one Python statement per operation runs faster than a
+# loop that keeps each trip's values in lists and reads them back (models.scalar_loop, 20
+# trips of 10 ops: 1.0x hand-written unrolled, 1.3x rolled), and the bound keeps the first
+# call's cost (which grows with the unrolled ops) near the rolled loop's. Loops over arrays
+# stay loops: their backward batches the weights' gradients (loops/batch.py), as fast.
+ALWAYS_ROLL = 100
+UNROLL_OPS = 500
 _FREE = ("input", "const")
 
 
@@ -163,7 +171,7 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         reps = 1
         while keys[i + reps * period:i + (reps + 1) * period] == base:
             reps += 1
-        if reps >= MIN_TRIPS:
+        if reps >= MIN_TRIPS and not _unrolls(seq[i:j], reps):
             # Where a trip starts: here, a trip later (the first may differ), or a few ops
             # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
             # The first source line of the body is where a trip most likely starts.
@@ -284,6 +292,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     trips = _rolled_trips(iters, valid, carried, where, users)
     if trips < MIN_TRIPS:
         return None
+    if _unrolls(iters[0], trips):
+        return trips  # (as if only these were uniform: the search goes on after them)
     hoisted: list[int] = []  # loop-invariant code: computed once, before the loop
     for j, node in enumerate(iters[0]):
         if (j not in slices and j not in moving and j not in carried
@@ -387,6 +397,12 @@ def _const_run(iters, j: int, s: int) -> int:
         if node.op.name != "const" or type(node.attrs["value"]) is not kind:
             return k
     return len(iters)
+
+
+def _unrolls(trip: list[Node], trips: int) -> bool:
+    """Is a run better left unrolled: short, on scalars only, and small once unrolled?"""
+    return (trips < ALWAYS_ROLL and trips * len(trip) <= UNROLL_OPS
+            and all(aval.shape == () for node in trip for aval in node.avals))
 
 
 def _line(node: Node) -> int:

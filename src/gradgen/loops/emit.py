@@ -4,19 +4,25 @@ backward, bodies printed by the ordinary emitter inside them.
 The forward loop keeps, in lists it allocates, only what its backward reads (the carries at
 the start of each trip and the body values the derivative rules reuse); the backward loop
 reads them back by the loop variable, carries ``grad_<carry>`` from trip to trip, and adds
-each read-only value's gradient into one accumulator (``grad_W += ...``).
+each read-only value's gradient into one accumulator (``grad_W += ...``), or, when each
+trip's share is an outer product, stores the trip's vectors and multiplies them once after
+the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
 from ..optimize import optimize
+from .batch import Batched, Operand, batch_sums, hoist_row_products
 from .region import BackwardPlan, Moving, Region, Slice, has_moving
 
 
@@ -173,11 +179,17 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
             readers.setdefault(ref.node, []).append(node)
     position = {n: i for i, n in enumerate(graph.nodes)}
     next_values = [graph.outputs[k].node for k, _, _ in carries]
-    outputs = {r.node for r in graph.outputs}
+    outputs = Counter(r.node for r in graph.outputs)
+    after_body = len(graph.nodes)
 
     def lands(node: Node) -> int:  # where a read by ``node`` can end up after inlining
-        while len(readers.get(node, ())) == 1 and node not in outputs and node.name is None:
-            node = readers[node][0]
+        while node.name is None:
+            users = readers.get(node, ())
+            if node in outputs:  # an output read by nothing else: maybe printed after the body
+                return after_body if not users and outputs[node] == 1 else position[node]
+            if len(users) != 1:
+                break
+            node = users[0]
         return position[node]
 
     fixed: dict[Node, str] = {}
@@ -185,7 +197,10 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
         out = graph.outputs[k].node
         if not _is_statement(out) or out in fixed or next_values.count(out) > 1:
             continue
-        if old is not None and (old in next_values or any(
+        # the old value must not be read after the new one is written: by a later statement,
+        # an expression inlined into one, or the lines after the body (an output: grad_xs[t]
+        # += grad_h)
+        if old is not None and (old in next_values or old in outputs or any(
                 lands(r) > position[out] for r in readers.get(old, ()) if r is not out)):
             continue
         fixed[out] = name
@@ -402,8 +417,24 @@ class RegionWriter:
 
     def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
               accumulate: dict[Node, str], owned: frozenset = frozenset()):
-        return self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
-                              preset, accumulate, owned)
+        # A trip's value read by index more than once (h_saved[t + 1] in ``1 - h * h``) is
+        # read once, into a name, as a person writes it.
+        reads = Counter(r.node for node in graph.nodes for r in node.inputs)
+        reads.update(r.node for r in graph.outputs)
+        bound: list[str] = []
+        input_names = dict(input_names)
+        for node in graph.inputs:
+            index = node.attrs["index"]
+            text = input_names.get(index, "")
+            if reads[node] > 1 and "[" in text:
+                name = self.namer.fresh(node.name or text.partition("[")[0].removesuffix(
+                    "_saved"))
+                bound.append(f"{name} = {text}")
+                input_names[index] = name
+        emitted = self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
+                                 preset, accumulate, owned)
+        emitted.lines[:0] = bound
+        return emitted
 
     def _comment(self, region: Region, suffix: str = "") -> list[str]:
         loc = region.header
@@ -453,6 +484,8 @@ class RegionWriter:
             names[n_carry + n_slice + i] = name
         for i in range(region.n_outer, len(body_inputs)):
             names[i] = self._counter_text(region, i, info)
+        graph = self._hoist_products(graph, region, node.inputs[n_carry:n_carry + n_slice],
+                                     info, names, lines)
         preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
                                       for c in range(n_carry)])
         owned = frozenset(graph.inputs[c] for c in buffers)
@@ -462,16 +495,18 @@ class RegionWriter:
         if split is not None:  # lists for what the backward loop reads, named after it
             # A carry's list holds its value before the first trip and after each one, so
             # the backward reads a trip's carry at [t] and what the trip made of it at [t + 1].
+            # (read from the outputs: the body may have been rewritten, its nodes are new)
             next_values = {graph.outputs[c].node: c for c in range(n_carry)}
+            saved = [r.node for r in graph.outputs[n_carry:]]
             for c in range(n_carry):
                 read = any(kind == "body" and i == c for kind, i in split.sources)
-                if read or any(next_values.get(v) == c for v in split.saved):
+                if read or any(next_values.get(v) == c for v in saved):
                     # a buffer written in place is saved as a copy of each trip's version
                     kept = f"{carries[c]}.copy()" if c in buffers else carries[c]
                     info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
                     lines.append(f"{info.saved_carries[c]} = [{kept}]")
                     after.append(f"{info.saved_carries[c]}.append({kept})")
-            for r, value in enumerate(split.saved):
+            for r, value in enumerate(saved):
                 if value in next_values:
                     info.saved.append(None)
                     info.next_of[r] = next_values[value]
@@ -491,6 +526,42 @@ class RegionWriter:
     def _counter_text(region: Region, i: int, info: _Forward) -> str:
         step, first = region.counters[i - region.n_outer]
         return _affine(info.var, step, first - step * info.start)
+
+    def _hoist_products(self, graph: Graph, region: Region, sources: list[Ref],
+                        info: _Forward, names: dict[int, str], lines: list[str]) -> Graph:
+        """``U @ xs[t]`` in the forward body as one product before the loop, ``U_xs = xs @
+        U.T``, of which each trip reads its row."""
+        n_carry, n_slice = region.n_carry, region.n_slice
+        rows = {n_carry + s: text for s in range(n_slice) if (text := self._rows_text(
+            region, s, info.sources[s], sources[s].aval.shape)) is not None}
+        weights = set(range(n_carry + n_slice, len(region.body.inputs)))
+        graph, products = hoist_row_products(graph, set(rows), weights)
+        at = _affine(info.var, 1, -info.start)
+        for p in products:
+            weight, source = names[p.weight], info.sources[p.rows - n_carry]
+            if p.row_first:
+                name, text = f"{source}_{weight}", f"{rows[p.rows]} @ {weight}"
+            else:  # W @ x for each row x: the rows times W transposed (a vector needs no .T)
+                matrix = graph.inputs[p.weight].aval.ndim == 2
+                name = f"{weight}_{source}"
+                text = f"{rows[p.rows]} @ {weight}{'.T' if matrix else ''}"
+            name = self.namer.fresh(name)
+            lines.append(f"{name} = {text}")
+            names[p.input] = f"{name}[{at}]"
+        return graph
+
+    def _rows_text(self, region: Region, s: int, source: str, shape: tuple) -> str | None:
+        """The rows the loop's slice ``s`` reads, one per trip, as one 2-D array: ``xs``
+        itself, or ``xs[1:201]``; None when the slice is not a row per trip."""
+        sl = region.slices[s]
+        first, *rest = sl.template
+        if (sl.step[0] != 1 or any(sl.step[1:]) or type(first) is not int or first < 0
+                or any(item != slice(None) for item in rest) or len(shape) != 2):
+            return None
+        end = first + region.trips
+        if end == shape[0]:
+            return f"{source}[{first}:]" if first else source
+        return f"{source}[{first}:{end}]"
 
     def _slice_text(self, source: str, sl, info: _Forward) -> str:
         items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
@@ -551,24 +622,45 @@ class RegionWriter:
             else:
                 names[b] = info.invariants[i - n_carry - n_slice]
         outputs = self._outputs_of(node)
+        accumulated = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "invariant"]
+        stackable = {b for b in range(len(split.sources))
+                     if self._stack_text(Operand("input", b), split, info, node) is not None}
+        row_targets = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "slice"
+                       and self._rows_of(node, i) is not None]
+        weights = {b for b, (kind, i) in enumerate(split.sources)
+                   if kind == "body" and region.kind(i) == "invariant"}
+        batched = batch_sums(graph, accumulated, stackable, row_targets, weights)
+        graph = batched.body if batched is not None else graph
+        sums = batched.sums if batched is not None else {}
         targets: dict[int, str] = {}  # wrt position -> accumulator text
+        totals: dict[int, str] = {}  # wrt position -> a batched total, made after the loop
         results: list[str] = []
         for j, i in enumerate(plan.targets):
             if i < n_carry:
                 results.append(adjoints[i])
                 continue
             wanted = self.wanted_names.get(outputs.get(j)) if outputs.get(j) else None
+            k = plan.wrt.index(i)
             if region.kind(i) == "slice":
                 source = info.sources[i - n_carry]
                 total = self.namer.fresh(wanted or f"grad_{source}")
-                lines.append(f"{total} = np.zeros_like({source})")
-                targets[plan.wrt.index(i)] = self._slice_text(total, region.slices[i - n_carry],
-                                                              info)
+                rows = self._rows_of(node, i, total) if k in sums else None
+                if rows == total:  # every row is one trip's: the product is the gradient
+                    totals[k] = total
+                else:
+                    lines.append(f"{total} = np.zeros_like({source})")
+                    if k in sums:
+                        totals[k] = rows  # grad_xs[1:] = ...
+                    else:
+                        targets[k] = self._slice_text(total, region.slices[i - n_carry], info)
             else:
                 inv = info.invariants[i - n_carry - n_slice]
                 total = self.namer.fresh(wanted or f"grad_{inv}")
-                lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
-                targets[plan.wrt.index(i)] = total
+                if k in sums:
+                    totals[k] = total
+                else:
+                    lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
+                    targets[k] = total
             results.append(total)
         carry_pairs = [(plan.wrt.index(c), adjoints[c]) for c in plan.carries]
         old = {plan.carries[i]: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
@@ -591,11 +683,91 @@ class RegionWriter:
         emitted = self._body(graph, names, preset, accumulate, owned)
         end = [f"{text} += {emitted.results[k]}" for k, text in targets.items()
                if output_nodes[k] not in accumulate]
+        after: list[str] = []
+        if batched is not None:
+            rows = self._stored_rows(batched, emitted.results, info, region.trips, lines, end)
+            after += self._sums(totals, sums, split, info, node, rows)
         end += self._updates([a for _, a in carry_pairs],
                              [emitted.results[k] for k, _ in carry_pairs])
         lines += self._loop(var, info.start, region.trips, emitted.lines + end, reverse=True)
+        lines += after
         self.results[node] = results
         return lines, emitted.guards * region.trips
+
+    def _rows_of(self, node: Node, i: int, source: str | None = None) -> str | None:
+        """The rows loop input ``i`` (a slice) takes, one per trip, in ``source`` (by default
+        the sliced variable): ``xs``, ``xs[1:]``; None when it is not a row per trip."""
+        region = node.attrs["plan"].region
+        s = i - region.n_carry
+        info = self.forward[node.inputs[0].node]
+        return self._rows_text(region, s, source or info.sources[s],
+                               node.inputs[1 + i].aval.shape)
+
+    def _stored_rows(self, batched: Batched, results: list[str], info: _Forward, trips: int,
+                     lines: list[str], end: list[str]) -> list[str]:
+        """The arrays a backward loop fills, one row per trip, with what each trip stores in
+        them (``grad_h_parts[t] = grad_h_part``); returns their names."""
+        names = []
+        first = len(batched.body.outputs) - len(batched.stored)
+        at = _affine(info.var, 1, -info.start)
+        for s, ref in enumerate(batched.stored):
+            text = results[first + s]
+            name = self.namer.fresh(f"{text}s" if text.isidentifier() else "grad_parts")
+            aval = ref.aval
+            dtype = "" if aval.dtype == np.float64 else f", dtype=np.{aval.dtype.name}"
+            shape = f"({', '.join(str(d) for d in (trips, *aval.shape))})" if aval.shape else trips
+            lines.append(f"{name} = np.empty({shape}{dtype})")
+            end.append(f"{name}[{at}] = {text}")
+            names.append(name)
+        return names
+
+    def _sums(self, totals: dict[int, str], sums: dict, split: _Split, info: _Forward,
+              node: Node, rows: list[str]) -> list[str]:
+        """The batched totals after the loop: ``grad_W = grad_h_parts.T @ h_rows``,
+        ``grad_w = grad_errs @ X``, ``grad_b = grad_h_parts.sum(axis=0)``. A forward list
+        that two of them read as an array (h's states, for W_z and W_h) is made one once."""
+        lines = []
+        uses = Counter(o for k in totals for o in sums[k].operands)
+        stacks: dict[Operand, str] = {}
+        for o in uses:
+            text = self._stack_text(o, split, info, node, rows)
+            if uses[o] > 1 and text.startswith("np.array("):
+                base = text.removeprefix("np.array(").partition("[")[0].rstrip(")")
+                name = self.namer.fresh(f"{base.removesuffix('_saved')}_rows")
+                lines.append(f"{name} = {text}")
+                text = name
+            stacks[o] = text
+        for k, total in totals.items():
+            sum_ = sums[k]
+            if sum_.rows is not None:
+                lines.append(f"{total} = {stacks[sum_.rows]}.sum(axis=0)")
+                continue
+            terms = [f"{stacks[p.left]} @ {stacks[p.right]}" if p.scaled
+                     else f"{stacks[p.left]}.T @ {stacks[p.right]}" for p in sum_.products]
+            lines.append(f"{total} = {' + '.join(terms)}")
+        return lines
+
+    def _stack_text(self, operand: Operand, split: _Split, info: _Forward, node: Node,
+                    rows: list[str] | None = None) -> str | None:
+        """A batched sum's operand stacked over the trips, one row per trip: an array the
+        backward loop filled, or what the forward keeps of a body input (its list as an
+        array, or the rows of an input the loop slices). None: not kept whole anywhere."""
+        if operand.kind == "stored":
+            return rows[operand.index]
+        region = node.attrs["plan"].region
+        source, i = split.sources[operand.index]
+        if operand.kind == "weight":
+            return info.invariants[i - region.n_carry - region.n_slice]
+        if source == "saved" and i in info.next_of:
+            return f"np.array({info.saved_carries[info.next_of[i]]}[1:])"
+        if source == "saved":
+            return f"np.array({info.saved[i]})"
+        if source != "body" or region.kind(i) in ("invariant", "counter"):
+            return None  # a counter (loops/region.py) is a number per trip, not a kept row
+        if i < region.n_carry:
+            return f"np.array({info.saved_carries[i]}[:-1])"
+        s = i - region.n_carry
+        return self._rows_text(region, s, info.sources[s], node.inputs[1 + i].aval.shape)
 
     def _loop(self, var: str, start: int, trips: int, body: list[str], reverse: bool):
         """``for var in range(...)`` (or ``reversed(range(...))``) over ``body``; the
