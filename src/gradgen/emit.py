@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from .naming import Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
 from .ops.registry import Expr
+from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
@@ -112,6 +113,8 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                   target: str = "numpy") -> EmittedFunction:
+    if target == "array-api":  # no in-place writes: a buffer's slice updates as one join
+        spec = replace(spec, graph=concat_pieces(spec.graph))
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
     uses = graph.uses()

@@ -123,7 +123,7 @@ adjoint = defop("adjoint", _identity, lambda node, args: args[0],
 
 
 def _print_add_n(node, args):
-    return sum_expr(args[0], args[1:], node.role == "bwd")
+    return sum_expr(args[0], args[1:], getattr(node, "role", None) == "bwd")
 
 
 def _add_n(*xs, uses=()):

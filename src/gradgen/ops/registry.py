@@ -173,7 +173,7 @@ def value_text(value) -> str:
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
     def print_infix(node, args):
         a, b = args
-        backward = node.role == "bwd"
+        backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "+":
             return sum_expr(a, [b], backward)
         if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
