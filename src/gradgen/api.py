@@ -18,7 +18,7 @@ from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
 from .pytree import flatten, unflatten
-from .tracer import Tracer, at_loc, bind, in_trace, tracer_value
+from .tracer import OPEN_TRACES, Tracer, at_loc, bind, in_trace, tracer_value
 from .tracing import function_loc, is_numeric, trace_function
 
 MAX_PATHS = 32  # compiled guard paths kept per input signature
@@ -71,16 +71,18 @@ def _leaf_key(value):
 def _plain_key(args) -> tuple | None:
     """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
     for anything else (pytrees, static values, tracers), which takes the full key."""
-    key = []
+    # Every cached call pays for this: arrays are tested first and the tuple grows as it goes
+    # (no list to convert)
+    key = ()
     for value in args:
         kind = type(value)
-        if kind is float or kind is int or kind is bool:
-            key.append(kind)
-        elif kind is np.ndarray:
-            key.append((value.shape, value.dtype))
+        if kind is np.ndarray:
+            key += ((value.shape, value.dtype),)
+        elif kind is float or kind is int or kind is bool:
+            key += (kind,)
         else:
             return None
-    return tuple(key)
+    return key
 
 
 def _signature_key(args) -> tuple:
@@ -128,15 +130,21 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
+        self._hot: tuple = (None, None)  # (signature, path) of the last call that ran
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
         # The hot path: plain numbers and arrays, a signature seen before, its last good path.
+        # The signature of the last good call is compared first (no hashing), and a trace open
+        # in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
         key = None if kwargs else _plain_key(args)
-        if key is not None and not in_trace():
-            paths = self._paths.get(key)
-            if paths:
-                path = self._last = paths[0]
+        if key is not None and not OPEN_TRACES:
+            hot_key, path = self._hot
+            if key != hot_key:
+                paths = self._paths.get(key)
+                path = paths[0] if paths else None
+            if path is not None:
+                self._last = path
                 try:
                     return path.call(*args)
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
@@ -158,10 +166,12 @@ class GradFunction:
             if i:
                 paths.insert(0, paths.pop(i))
             self._last = path
+            self._hot = (key, path)
             return result
         path = self._last = self._compile(args)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
+        self._hot = (key, path)
         try:
             return path.call(*args)
         except path.non_finite as e:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -17,8 +17,9 @@ from .ir import Graph, Node
 from .loops.emit import RegionWriter
 from .naming import Namer, base_name, index_writes
 from .ops.core import _nested, literal
-from .ops.index import SCATTER_HELPER
+from .ops.index import SCATTER_HELPER, index_text
 from .ops.registry import Expr, string_literal
+from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
@@ -113,6 +114,8 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                   target: str = "numpy") -> EmittedFunction:
+    if target == "array-api":  # no in-place writes: a buffer's slice updates as one join
+        spec = replace(spec, graph=concat_pieces(spec.graph))
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
     uses = graph.uses()
@@ -142,6 +145,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
+    views = _SliceViews(graph, uses, namer, enabled=target == "numpy")
 
     for position, node in enumerate(graph.nodes):
         buffers.see(node, position)
@@ -229,6 +233,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
             prelude, statement = scope.write(node, args, name, fresh, args[0])
+            prelude, statement = views.through_view(node, args, name, names, prelude,
+                                                    statement)
         elif node in spec.accumulate:
             name = spec.accumulate[node]
             statement = f"{name} += {expr.text}"
@@ -262,8 +268,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement += f"  # {_short_loc(node)}"
         if statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
-        if prelude:
-            body.append(layout.lay_out(prelude, depth))
+        for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
+            body.append(layout.lay_out(line, depth))
         body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
         dead = liveness.run(node, names)
         if dead and not spec.check_finite:  # the checks read adjoints at the group's end
@@ -382,6 +388,67 @@ class _Buffers:
         self.root[node] = root  # the new version lives in the same array
         self.group_last[root] = self.last_use.get(node, position)
         return True
+
+
+class _SliceViews:
+    """A run of updates of one slice of a buffer, ``g[:-1] -= a`` then ``g[:-1] -= b``, is
+    written through a view bound once: ``grad_head = g[:-1]; grad_head -= a; grad_head -= b``.
+    Each ``g[:-1] -= a`` makes a view and assigns it back into ``g``, two subscripts that cost
+    about as much as the subtraction on a small array; the same ufuncs run on the same
+    elements in the same order, so no float changes. NumPy only: the array-API target has no
+    in-place writes."""
+
+    def __init__(self, graph: Graph, uses, namer: Namer, enabled: bool):
+        self.namer = namer
+        self.continues: dict[Node, Node] = {}  # an update -> the update of the run before it
+        self.view_of: dict[Node, str] = {}  # an update written through a view -> the view
+        if not enabled:
+            return
+        for node in graph.nodes:
+            base = node.inputs[0].node if node.inputs else None
+            if (_slice_update(node) and base is not None and _slice_update(base)
+                    and base.attrs["index"] == node.attrs["index"] and uses[base] == 1):
+                self.continues[node] = base
+        self.starts = set(self.continues.values()) - self.continues.keys()
+        self.slices = {(n.inputs[0].node, n.attrs["index"]): n for n in graph.nodes
+                       if n.op.name == "getitem" and len(n.inputs) == 1}
+
+    def through_view(self, node: Node, args, name: str, names, prelude: str,
+                     statement: str) -> tuple[str, str]:
+        """(prelude, statement) of ``node`` written through its run's view, or as given."""
+        if not self.continues:
+            return prelude, statement
+        subscript = f"{name}[{index_text(node.attrs['index'])}]"
+        if not statement.startswith(subscript + " "):
+            return prelude, statement
+        update = statement[len(subscript):]  # " -= a"
+        before = self.continues.get(node)
+        if before is not None and before in self.view_of and names.get(before) == name:
+            view = self.view_of[node] = self.view_of[before]  # written in place: same array
+            return prelude, view + update
+        if node not in self.starts:
+            return prelude, statement
+        view = self.view_of[node] = self.namer.fresh(self._view_name(node, name, names))
+        bound = f"{view} = {subscript}"
+        return (f"{prelude}\n{bound}" if prelude else bound), view + update
+
+    def _view_name(self, node: Node, name: str, names) -> str:
+        """``grad_x_head`` for the slice ``x[:-1]`` that the forward calls ``x_head``."""
+        base = name.removeprefix("grad_")
+        for (sliced, index), getitem in self.slices.items():
+            if index == node.attrs["index"] and names.get(sliced) == base and getitem in names:
+                return f"grad_{names[getitem]}"
+        return f"{name}_slice"
+
+
+def _slice_update(node: Node) -> bool:
+    """``a[i] += v`` where ``a[i]`` is a view: integers and slices, fewer integers than
+    ``a`` has axes (``a[0]`` of a vector is a number, not a view)."""
+    if node.op.name != "index_add" or len(node.inputs) != 2:
+        return False
+    index = node.attrs["index"]
+    return all(type(item) is int or (type(item) is tuple and item[0] == "slice")
+               for item in index) and sum(type(i) is int for i in index) < len(node.aval.shape)
 
 
 class _Liveness:

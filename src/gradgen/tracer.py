@@ -56,6 +56,12 @@ def _user_loc() -> SourceLoc | None:
     return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
 
 
+# Every trace open in any thread. The cached call of a gradient (api.py) asks this set, one
+# global read, instead of this thread's stack: while any thread traces it takes the careful
+# path, which asks the stack. (set.add and set.discard are atomic: no lock.)
+OPEN_TRACES: set[Trace] = set()
+
+
 def _stack() -> list[Trace]:
     stack = getattr(_state, "stack", None)
     if stack is None:
@@ -93,10 +99,11 @@ class Trace:
 
     def __enter__(self) -> Self:
         _stack().append(self)
+        OPEN_TRACES.add(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _stack().pop()
+        OPEN_TRACES.discard(_stack().pop())
 
     # --- recording -------------------------------------------------------------------------
 

@@ -124,7 +124,7 @@ adjoint = defop("adjoint", _identity, lambda node, args: args[0],
 
 
 def _print_add_n(node, args):
-    return sum_expr(args[0], args[1:])
+    return sum_expr(args[0], args[1:], getattr(node, "role", None) == "bwd")
 
 
 def _add_n(*xs, uses=()):

@@ -33,11 +33,18 @@ class Expr:
         return self.text if self.prec >= prec else f"({self.text})"
 
 
+_NONZERO_NUMBER = re.compile(r"-?(?=[0-9.]*[1-9])[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?")
 _SIMPLE_POWER_OPERAND = re.compile(r"-?([A-Za-z_][A-Za-z_0-9.]*|[0-9][0-9.e+\-]*)")
 
 
-def sum_expr(first: Expr, rest) -> Expr:
-    """``a + b - c ...``: a negated term is subtracted instead of added (exact in IEEE)."""
+def sum_expr(first: Expr, rest, commute: bool = False) -> Expr:
+    """``a + b - c ...``: a negated term is subtracted instead of added (exact in IEEE). With
+    ``commute`` (the backward; the forward keeps the user's order), a negated first term
+    trades places with a second that is not: ``-u * v + w`` is ``w - u * v`` bit for bit
+    (one addition commutes), and an array saves the negation."""
+    rest = list(rest)
+    if commute and first.neg is not None and rest and rest[0].neg is None:
+        first, rest[0] = rest[0], first
     terms = [first.at(PREC_ADD)]
     for term in rest:
         if term.neg is not None:
@@ -185,8 +192,9 @@ def string_literal(text: str) -> str:
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
     def print_infix(node, args):
         a, b = args
+        backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "+":
-            return sum_expr(a, [b])
+            return sum_expr(a, [b], backward)
         if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
             left, right = a.at(prec + 1), b.at(PREC_UNARY)
             # ruff format hugs ** between simple operands: x**2, but (a + b) ** 2
@@ -195,9 +203,19 @@ def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
             return Expr(f"{left} {symbol} {right}", prec)
         # never reassociate: an equal-precedence right operand keeps its parentheses
         left, right = a.at(prec), b.at(prec + 1)
+        if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
+            return sum_expr(a, [b.neg])
+        if symbol == "*" and b.neg is not None and backward and _NONZERO_NUMBER.fullmatch(left):
+            # c * -v is (-c) * v exactly: the sign moves into the literal, not onto an array
+            negated = left[1:] if left.startswith("-") else f"-{left}"
+            return Expr(f"{negated} {symbol} {b.neg.at(prec + 1)}", prec,
+                        Expr(f"{left.lstrip('-')} {symbol} {b.neg.at(prec + 1)}", prec)
+                        if not left.startswith("-") else None)
         neg = None
         if symbol in ("*", "/") and a.neg is not None:  # (-u) * v == -(u * v) exactly
             neg = Expr(f"{a.neg.at(prec)} {symbol} {right}", prec)
+        elif symbol in ("*", "/") and b.neg is not None:  # u * (-v) == -(u * v) exactly
+            neg = Expr(f"{left} {symbol} {b.neg.at(prec + 1)}", prec)
         return Expr(f"{left} {symbol} {right}", prec, neg)
 
     return print_infix
