@@ -15,7 +15,7 @@ from .abstract import made_as_view, shaped_value
 from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
-from .naming import Namer, base_name, index_writes
+from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER
 from .ops.registry import Expr
@@ -140,6 +140,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope)
     buffers = _Buffers(graph)
     writes = index_writes(graph.nodes)
+    held = Held(graph.nodes, names)  # what unnamed values hold, for their names
     liveness = _Liveness(graph, writes)
 
     for position, node in enumerate(graph.nodes):
@@ -224,7 +225,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if fresh and base in names:
                 name = names[base]  # the old version is dead: write into its array
             else:
-                name = namer.fresh(base_name(node, names, spec.output_name, writes))
+                name = namer.fresh(base_name(node, names, spec.output_name, writes, held))
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
             prelude, statement = scope.write(node, args, name, fresh, args[0])
@@ -233,7 +234,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} += {expr.text}"
         else:
             name = spec.preset.get(node) or namer.fresh(
-                base_name(node, names, spec.output_name, writes))
+                base_name(node, names, spec.output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)

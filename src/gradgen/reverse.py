@@ -220,7 +220,17 @@ def _combine(entries, node: Node):
         if node.name and not is_own_seed and isinstance(g, Tracer):
             g = adjoint(g)
             g.ref.node.name = f"grad_{node.name}"
+        elif isinstance(g, Tracer):
+            _note_adjoint(g.ref.node, node)
     return g
+
+
+def _note_adjoint(made: Node, node: Node) -> None:
+    """``made`` is the adjoint of ``node``, a value the user did not name: the emitter names
+    it after that value (``grad_x_tail``) unless something already says what it holds."""
+    if (made.role == "bwd" and made.name is None and made.hint is None
+            and made.grad_of is None and made.op.name != "seed"):
+        made.grad_of = node
 
 
 MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
