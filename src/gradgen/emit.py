@@ -170,7 +170,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
             continue
         built = node.inputs[0].node if op == "adjoint" else None
-        if built is not None and built.name == node.name and names.get(built) == node.name:
+        if built is not None and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
             sizes[node] = 0

@@ -56,14 +56,48 @@ class Held:
     noted on a node that optimization may since have rebuilt under the same serial)."""
 
     def __init__(self, nodes, names: dict[Node, str]):
+        self.nodes = nodes
         self.names = names
         self.user_names = {n.name for n in nodes if n.name is not None}
         self.current = {n.serial: n for n in nodes}
+        self._readers: dict[Node, Node | None] | None = None  # built when first asked
+        self._gradients: set[Node] | None = None  # likewise
+
+    def is_gradient(self, node: Node) -> bool:
+        """Is ``node`` computed from an adjoint (not only from forward values, like the
+        sign(x) a derivative multiplies by)?"""
+        if self._gradients is None:
+            gradients: set[Node] = set()
+            for n in self.nodes:
+                if (n.op.name == "seed" or n.grad_of is not None
+                        or (n.name or "").startswith("grad_")
+                        or n.role == "bwd" and any(r.node in gradients for r in n.inputs)):
+                    gradients.add(n)
+            self._gradients = gradients
+        return node in self._gradients
+
+    def argument_name(self, node: Node) -> str | None:
+        """``node`` is read once, by a one-input op whose statement has a name (h_row =
+        np.tanh(W @ h + b)): the op's argument, h_row_arg."""
+        if self._readers is None:
+            readers: dict[Node, Node | None] = {}
+            for reader in self.nodes:
+                for ref in reader.inputs:
+                    seen = readers.setdefault(ref.node, reader)
+                    if seen is not reader:
+                        readers[ref.node] = None  # read twice: no one op it is the input of
+            self._readers = readers
+        reader = self._readers.get(node)
+        name = self.names.get(reader) if reader is not None and len(reader.inputs) == 1 else None
+        return self.made(f"{name}_arg") if name and name.isidentifier() else None
 
     def made(self, name: str | None) -> str | None:
-        """A name made up for a value, if it is short and not one the user's code binds."""
+        """A name made up for a value, if it is short, names at most one version of a value,
+        and is not one the user's code binds."""
         if name is None or len(name) > MAX_HELD or name in self.user_names:
             return None
+        if sum(part.isdigit() for part in name.split("_")) > 1:
+            return None  # W_h_98_plus_U_xs_99: versions of several values no longer read
         return name
 
 
@@ -83,7 +117,7 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
     if made is not None:
         return made
     info_targets = _line_targets(node)
-    prefix = "grad_" if node.role == "bwd" else ""
+    prefix = "grad_" if node.role == "bwd" and (held or Held((), names)).is_gradient(node) else ""
     if info_targets:
         return f"{prefix}{info_targets[0]}_part"
     return f"{prefix}tmp"
@@ -131,7 +165,8 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
         return known if known.isidentifier() else None  # a loop body reads xs[t]: no name
     forward = node.grad_of
     if forward is not None:
-        name = held_name(forward, held, depth)
+        forward = held.current.get(forward.serial, forward)
+        name = held_name(forward, held, depth) or held.argument_name(forward)
         return f"grad_{name}" if name is not None else None
     if depth == 0 or node.op.n_out != 1:
         return None
@@ -140,7 +175,7 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
         whole = held_name(node.inputs[0].node, held, depth - 1)
         return held.made(f"{whole}_{part_name(node.attrs['index'])}") if whole else None
     if op == "stack":
-        return held.made(_stack_name(node, held.names))
+        return held.made(_stack_name(node, held))
     if op in ("cast", "adjoint"):  # the same numbers (in another dtype)
         return held_name(node.inputs[0].node, held, depth)
     operands = []
@@ -162,6 +197,8 @@ def _compose(op: str, operands: list[str]) -> str | None:
         if operands[0] == "" and op in ("sub", "div"):  # 0.3 - x, 0.3 / x: neither
             return None
         return f"{operands[0] or operands[1]}_{_SCALED[op]}"
+    if len(operands) == 2 and op in _BINARY and any(map(_has_number, operands)):
+        return None  # W_h_3_plus_U_xs_4: one loop step's versions make a name per step
     if op in _INFIX and len(operands) == 2:
         return f"{operands[0]}_{_INFIX[op]}_{operands[1]}"
     if op in ("pow", "math_pow") and len(operands) == 2:
@@ -179,6 +216,13 @@ def _compose(op: str, operands: list[str]) -> str | None:
     return None
 
 
+_BINARY = frozenset(_INFIX) | {"matmul", "pow", "math_pow"}
+
+
+def _has_number(name: str) -> bool:
+    return any(c.isdigit() for c in name) and any(p.isdigit() for p in name.split("_"))
+
+
 _WORD_NUMBERS = {word: number for number, word in _NUMBER_WORDS.items()}
 
 
@@ -192,11 +236,14 @@ def _constant_word(value) -> str:
     return _NUMBER_WORDS.get(number, "")
 
 
-def _stack_name(node: Node, names: dict[Node, str]) -> str | None:
-    """``np.stack([h, h_1, h_2])``, rows of one variable: h_stack."""
+def _stack_name(node: Node, held: Held) -> str | None:
+    """``np.stack([h_row, h_row_1, h_row_2])``, versions of one name: h_rows. A constant
+    row, or an argument first (where a recurrence starts from), does not change that."""
     base = None
-    for ref in node.inputs:
-        name = names.get(ref.node) or ref.node.name
+    for i, ref in enumerate(node.inputs):
+        if ref.node.op.name == "const" or i == 0 and ref.node.op.name == "input":
+            continue  # np.stack([h0, h, h_1]): the state a recurrence starts from, then h's
+        name = held_name(ref.node, held, 1)
         if name is None:
             return None
         stem = _unversioned(name)
@@ -204,15 +251,16 @@ def _stack_name(node: Node, names: dict[Node, str]) -> str | None:
             base = stem
         elif stem != base:
             return None
-    return f"{base}_stack" if base else None
+    if base is None:
+        return None
+    return f"{base}_stack" if base.endswith("s") else f"{base}s"
 
 
 def _unversioned(name: str) -> str:
-    """h_2 -> h (the variable a version of a name belongs to)."""
-    stem = name.rstrip("0123456789")
-    if stem != name and stem.endswith("_") and len(stem) > 1:
-        return stem[:-1]
-    return name
+    """h_row_2 -> h_row, h_row_2_arg -> h_row_arg: the name without its version numbers."""
+    if not any(c.isdigit() for c in name):
+        return name
+    return "_".join(part for part in name.split("_") if not part.isdigit()) or name
 
 
 def _line_targets(node: Node) -> tuple[str, ...]:

@@ -217,11 +217,11 @@ def _combine(entries, node: Node):
             partial = f"grad_{node.name}_partial" if node.name else None
             g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
-        if node.name and not is_own_seed and isinstance(g, Tracer):
-            g = adjoint(g)
-            g.ref.node.name = f"grad_{node.name}"
-        elif isinstance(g, Tracer):
-            _note_adjoint(g.ref.node, node)
+        if isinstance(g, Tracer) and not is_own_seed:
+            _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
+            if node.name:
+                g = adjoint(g)
+                g.ref.node.name = f"grad_{node.name}"
     return g
 
 
