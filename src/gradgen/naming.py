@@ -76,9 +76,8 @@ class Held:
             self._gradients = gradients
         return node in self._gradients
 
-    def argument_name(self, node: Node) -> str | None:
-        """``node`` is read once, by a one-input op whose statement has a name (h_row =
-        np.tanh(W @ h + b)): the op's argument, h_row_arg."""
+    def reader(self, node: Node) -> Node | None:
+        """The one node that reads ``node``, if only one does."""
         if self._readers is None:
             readers: dict[Node, Node | None] = {}
             for reader in self.nodes:
@@ -87,7 +86,12 @@ class Held:
                     if seen is not reader:
                         readers[ref.node] = None  # read twice: no one op it is the input of
             self._readers = readers
-        reader = self._readers.get(node)
+        return self._readers.get(node)
+
+    def argument_name(self, node: Node) -> str | None:
+        """``node`` is read once, by a one-input op whose statement has a name (h_row =
+        np.tanh(W @ h + b)): the op's argument, h_row_arg."""
+        reader = self.reader(node)
         name = self.names.get(reader) if reader is not None and len(reader.inputs) == 1 else None
         return self.made(f"{name}_arg") if name and name.isidentifier() else None
 
@@ -116,10 +120,15 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
     made = held_name(node, held or Held((), names))
     if made is not None:
         return made
+    held = held or Held((), names)
     info_targets = _line_targets(node)
-    prefix = "grad_" if node.role == "bwd" and (held or Held((), names)).is_gradient(node) else ""
+    prefix = "grad_" if node.role == "bwd" and held.is_gradient(node) else ""
     if info_targets:
         return f"{prefix}{info_targets[0]}_part"
+    reader = held.reader(node)
+    into = held_name(reader, held, 1) if reader is not None else None
+    if into is not None:
+        return f"{into}_part"  # what goes into grad_lam (a sum of it, say)
     return f"{prefix}tmp"
 
 
@@ -197,6 +206,8 @@ def _compose(op: str, operands: list[str]) -> str | None:
         if operands[0] == "" and op in ("sub", "div"):  # 0.3 - x, 0.3 / x: neither
             return None
         return f"{operands[0] or operands[1]}_{_SCALED[op]}"
+    if op == "mul" and len(operands) == 2 and operands[0] == operands[1] != "":
+        return f"{operands[0]}_sq"  # h * h
     if len(operands) == 2 and op in _BINARY and any(map(_has_number, operands)):
         return None  # W_h_3_plus_U_xs_4: one loop step's versions make a name per step
     if op in _INFIX and len(operands) == 2:
