@@ -62,6 +62,7 @@ class Held:
         self.current = {n.serial: n for n in nodes}
         self._readers: dict[Node, Node | None] | None = None  # built when first asked
         self._gradients: set[Node] | None = None  # likewise
+        self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
 
     def is_gradient(self, node: Node) -> bool:
         """Is ``node`` computed from an adjoint (not only from forward values, like the
@@ -121,6 +122,7 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
     if made is not None:
         return made
     held = held or Held((), names)
+    held.fallbacks.add(node)  # h_part, tmp: say nothing a name made from them could repeat
     info_targets = _line_targets(node)
     prefix = "grad_" if node.role == "bwd" and held.is_gradient(node) else ""
     if info_targets:
@@ -151,7 +153,8 @@ _NAMED_CALLS = frozenset({
     "fabs", "sign", "norm", "sum", "mean", "max", "min", "prod", "std", "var", "erf", "erfc",
     "floor", "ceil", "round", "trunc", "inv", "det", "trace", "diag", "diagonal", "cumsum",
     "cumprod", "tril", "triu", "outer", "solve", "maximum", "minimum", "hypot", "logaddexp",
-    "cholesky", "pinv", "nansum", "nanmean", "nanmax", "nanmin", "atan2", "sinc",
+    "cholesky", "pinv", "nansum", "nanmean", "nanmax", "nanmin", "atan2", "sinc", "argsort",
+    "argmax", "argmin",
 })
 _INFIX = {"add": "plus", "sub": "minus", "mul": "times", "div": "over", "eq": "eq", "ne": "ne",
           "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "mod": "mod", "floordiv": "floordiv"}
@@ -169,6 +172,8 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
     or None when the rule has nothing short and honest to say. The adjoint of a value is
     ``grad_`` and that value's name."""
     node = held.current.get(node.serial, node)
+    if node in held.fallbacks:
+        return None  # sin_tmp_1 would say no more than tmp_1
     known = held.names.get(node) or node.name or node.hint
     if known is not None:
         return known if known.isidentifier() else None  # a loop body reads xs[t]: no name
