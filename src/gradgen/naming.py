@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import keyword
 import re
 
@@ -72,7 +73,7 @@ class Held:
             for n in self.nodes:
                 if (n.op.name == "seed" or n.grad_of is not None
                         or (n.name or "").startswith("grad_")
-                        or n.role == "bwd" and any(r.node in gradients for r in n.inputs)):
+                        or (n.role == "bwd" and any(r.node in gradients for r in n.inputs))):
                     gradients.add(n)
             self._gradients = gradients
         return node in self._gradients
@@ -101,7 +102,7 @@ class Held:
         and is not one the user's code binds."""
         if name is None or len(name) > MAX_HELD or name in self.user_names:
             return None
-        if sum(part.isdigit() for part in name.split("_")) > 1:
+        if sum(map(str.isdigit, name.split("_"))) > 1:
             return None  # W_h_98_plus_U_xs_99: versions of several values no longer read
         return name
 
@@ -118,10 +119,10 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
         written = written_into(node, writes or {}, names)
         if written is not None:
             return written
-    made = held_name(node, held or Held((), names))
+    held = held or Held((), names)
+    made = held_name(node, held)
     if made is not None:
         return made
-    held = held or Held((), names)
     held.fallbacks.add(node)  # h_part, tmp: say nothing a name made from them could repeat
     info_targets = _line_targets(node)
     prefix = "grad_" if node.role == "bwd" and held.is_gradient(node) else ""
@@ -236,7 +237,8 @@ _BINARY = frozenset(_INFIX) | {"matmul", "pow", "math_pow"}
 
 
 def _has_number(name: str) -> bool:
-    return any(c.isdigit() for c in name) and any(p.isdigit() for p in name.split("_"))
+    """Does the name carry a version or an index (h_3, xs_0)? (C-level: per operand)"""
+    return any(map(str.isdigit, name.split("_")))
 
 
 _WORD_NUMBERS = {word: number for number, word in _NUMBER_WORDS.items()}
@@ -274,9 +276,10 @@ def _stack_name(node: Node, held: Held) -> str | None:
 
 def _unversioned(name: str) -> str:
     """h_row_2 -> h_row, h_row_2_arg -> h_row_arg: the name without its version numbers."""
-    if not any(c.isdigit() for c in name):
+    parts = name.split("_")
+    if not any(map(str.isdigit, parts)):
         return name
-    return "_".join(part for part in name.split("_") if not part.isdigit()) or name
+    return "_".join(itertools.filterfalse(str.isdigit, parts)) or name
 
 
 def _line_targets(node: Node) -> tuple[str, ...]:
