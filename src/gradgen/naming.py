@@ -1,4 +1,5 @@
-"""Final names for emitted values: the user's targets, versioned, unique and keyword-safe."""
+"""Final names for emitted values: the user's targets, versioned, unique and keyword-safe, and
+for the values the user did not name, names made from what they hold (x_head_sq)."""
 
 from __future__ import annotations
 
@@ -212,10 +213,11 @@ def _compose(op: str, operands: list[str]) -> str | None:
         if operands[0] == "" and op in ("sub", "div"):  # 0.3 - x, 0.3 / x: neither
             return None
         return f"{operands[0] or operands[1]}_{_SCALED[op]}"
-    if op == "mul" and len(operands) == 2 and operands[0] == operands[1] != "":
+    if op == "mul" and len(operands) == 2 and operands[0] == operands[1]:
         return f"{operands[0]}_sq"  # h * h
-    if len(operands) == 2 and op in _BINARY and any(map(_has_number, operands)):
-        return None  # W_h_3_plus_U_xs_4: one loop step's versions make a name per step
+    if (len(operands) == 2 and op in _BINARY and not _WORD_NUMBERS.keys() & operands
+            and any(map(_has_number, operands))):
+        return None  # W_h_plus_U_xs_1: two values, one of them a loop step's version
     if op in _INFIX and len(operands) == 2:
         return f"{operands[0]}_{_INFIX[op]}_{operands[1]}"
     if op in ("pow", "math_pow") and len(operands) == 2:
