@@ -204,3 +204,32 @@ def test_examples_have_no_tmp_names(example, target, loops):
     assert not [n for n in assigned if re.fullmatch(r"(grad_)?tmp(_\d+)*", n)], source
     made = [n for n in assigned if n not in RESERVED]
     assert all(len(n) <= MAX_HELD + len("grad_") + 4 for n in made), made  # + a version
+
+
+# --- the hook for passes: Node.hint, and what a replacement inherits -----------------------
+
+
+def test_a_pass_hint_names_the_value():
+    graph, names = _named_forward(rosen)
+    sub = next(n for n in graph.nodes if n.op.name == "sub" and n.inputs[0].node.op.name
+               == "getitem")
+    sub.hint = "residual"
+    held = Held(graph.nodes, names)
+    assert held_name(sub, held) == "residual"
+    square = next(n for n in graph.nodes if n.op.name == "pow" and n.inputs[0].node is sub)
+    assert held_name(square, held) == "residual_sq"  # names made from it follow
+
+
+def test_a_replacement_takes_what_the_replaced_value_was_said_to_hold():
+    from gradgen.optimize.rewrite import Rewriter
+
+    graph, _ = _named_forward(rosen)
+    first, second = [n for n in graph.nodes if n.op.name == "getitem"][:2]
+    first.hint = "x_shifted"
+    rw = Rewriter(graph)
+    rw.replace(first, second.out)
+    assert second.hint == "x_shifted"
+    third = graph.nodes[-1]
+    third.hint = "kept"
+    rw.replace(first, third.out)
+    assert third.hint == "kept"  # a value that has a name keeps it
