@@ -253,7 +253,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 target = spec.output_name
                 statement += f"  # seed: d{target}/d{target}"
             elif note:  # the fused sum names the lines it gathers from; no group header
-                target = name.removeprefix("grad_") if node.name else "this value"
+                # the fused sum's own name says whose adjoint it is (grad_shifted), unless
+                # the sum was inlined into this statement or the name is a fallback (tmp)
+                own = node.name or (node.grad_of is not None and op == "add_n"
+                                    and node not in held.fallbacks)
+                target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
             elif node.loc is not None and node.loc != group_loc:
                 body.append(_comment_for_group(node))
