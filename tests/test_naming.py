@@ -233,3 +233,12 @@ def test_a_replacement_takes_what_the_replaced_value_was_said_to_hold():
     third.hint = "kept"
     rw.replace(first, third.out)
     assert third.hint == "kept"  # a value that has a name keeps it
+
+
+def test_a_fused_sum_named_after_its_value_says_whose_uses_it_gathers():
+    from .conftest import load_example
+
+    mlp = load_example("mlp")
+    source = gradgen.emit(mlp.loss, *mlp.example_args())
+    assert "    # shifted is used 2 times by mlp.py:19: one fused sum\n    grad_shifted = " in source
+    assert "this value is used" not in source
