@@ -105,15 +105,32 @@ def check_differentiable(fn, args, argnums) -> None:
 
 def keeps_loops(request: Request) -> bool:
     """Roll loops unless asked not to, or unless the request needs what a loop region does not
-    offer yet: adjoints of values inside the loop (intermediates), per-line finiteness checks,
-    the array-API target, or a backward that is itself differentiated (grad of grad inlines
-    this graph)."""
+    offer yet: the array-API target, or a backward that is itself differentiated (grad of
+    grad inlines this graph). (An intermediate bound inside a loop: ``_hidden_in_loops``.)"""
     from .tracer import in_trace
 
     if request.loops not in ("keep", "unroll"):
         raise GradgenError(f"loops must be 'keep' or 'unroll', not {request.loops!r}")
-    return (request.loops == "keep" and not request.intermediates and not request.check_finite
-            and request.target == "numpy" and not in_trace())
+    return request.loops == "keep" and request.target == "numpy" and not in_trace()
+
+
+def _hidden_in_loops(forward: Graph, wanted) -> bool:
+    """Is a requested intermediate bound inside a rolled loop, other than as a value the loop
+    carries? Its last value is then one trip's, which the rolled graph does not hold (a
+    carried one is the loop's result, a value of the graph like any other)."""
+    if not wanted:
+        return False
+    hidden: set[str] = set()
+    todo = [(n.attrs["region"].body, True) for n in forward.nodes if n.op.name == "loop"]
+    while todo:
+        body, outermost = todo.pop()
+        carried = {r.node for r in body.outputs} if outermost else set()
+        for node in body.nodes:
+            if node.op.name == "loop":
+                todo.append((node.attrs["region"].body, False))
+            if node.name and node.op.name != "input" and node not in carried:
+                hidden.add(node.name)
+    return any(name in hidden for name in wanted)
 
 
 def _check_scalar_output(graph: Graph, fn) -> None:
@@ -259,6 +276,8 @@ def build(fn, args, request: Request, command: str | None = None,
         check_differentiable(fn, args, request.argnums)
         argnums = tuple(a % len(args) for a in request.argnums)
     forward = trace_function(fn, args, loops=keeps_loops(request))
+    if _hidden_in_loops(forward, request.intermediates):  # (that value is one trip's)
+        forward = trace_function(fn, args, loops=False)
     leaves: list[Leaf] = forward.meta["leaves"]
     if not request.vjp:
         _check_scalar_output(forward, fn)

@@ -14,6 +14,7 @@ import numpy as np
 from .abstract import concrete
 from .errors import GradgenError, GradientMismatch
 from .ir import Graph, Node
+from .loops.region import attrs_at
 from .ops._sym import sp
 from .pytree import flatten, unflatten
 
@@ -86,9 +87,11 @@ def _as_number(value):
     return value
 
 
-def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, object]:
+def symbolic_values(graph: Graph, inputs: dict[Node, object], trip: int = 0
+                    ) -> dict[Node, object]:
     """Each node's value as a sympy expression (object arrays for arrays). Locally constant
-    ops (comparisons, floor, ...) keep their traced values: their derivative is zero."""
+    ops (comparisons, floor, ...) keep their traced values: their derivative is zero. A loop
+    body is evaluated as trip ``trip`` (its moving index items, loops/region.py)."""
     values = graph.meta["values"]
     env: dict[Node, object] = {}
     for node in graph.nodes:
@@ -111,7 +114,7 @@ def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, obje
             if op.elementwise:
                 env[node] = _elementwise(lambda *a, _op=op, _n=node: _op.sympy(*a), *args)
             else:
-                env[node] = op.sympy(*args, **node.attrs)
+                env[node] = op.sympy(*args, **attrs_at(node.attrs, trip))
     return env
 
 

@@ -51,6 +51,7 @@ class FunctionSpec:
     preset: dict[Node, str] = field(default_factory=dict)
     accumulate: dict[Node, str] = field(default_factory=dict)
     body_only: bool = False
+    owned: frozenset = frozenset()  # inputs whose arrays the loop owns: written in place
 
 
 @dataclass
@@ -137,8 +138,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks(scope)
-    buffers = _Buffers(graph)
+    finite = _FiniteChecks(scope, depth)
+    buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
     held = Held(graph.nodes, names)  # what unnamed values hold, for their names
     liveness = _Liveness(graph, writes)
@@ -294,7 +295,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
-    classes = {"NonFiniteGradient"} if finite.used else set()
+    # (a loop's backward body checks its own adjoints: loops/emit.py)
+    classes = {"NonFiniteGradient"} if finite.used or "NonFiniteGradient(" in code else set()
     return EmittedFunction(body, guards, imports, helpers, classes, code)
 
 
@@ -304,7 +306,8 @@ class _Buffers:
     one) and nothing reads the old version, or any array sharing its memory, afterwards.
     Otherwise the module copies first, so arguments and live values are never changed."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, owned: frozenset = frozenset()):
+        self.owned = owned
         self.last_use: dict[Node, int] = {}
         end = len(graph.nodes)
         for position, node in enumerate(graph.nodes):
@@ -353,7 +356,7 @@ class _Buffers:
     def writable(self, node: Node, position: int) -> bool:
         base = node.inputs[0].node
         root = self.root.get(base, base)
-        if base in self.readonly or root.op.name in ("input", "seed"):
+        if base in self.readonly or root.op.name in ("input", "seed") and root not in self.owned:
             return False
         if root.op.name == "const":  # a view of a literal: copy
             return False
@@ -361,7 +364,8 @@ class _Buffers:
         if not isinstance(shaped_value(self.values, known.out), np.ndarray) \
                 or base.aval.shape == ():
             return False  # a number (np.float64) cannot be written into
-        if made_as_view(self.values, root.out) and root.op.name != "const":
+        if made_as_view(self.values, root.out) and root.op.name != "const" \
+                and root not in self.owned:
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:
             return False
@@ -422,8 +426,9 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self, scope):
+    def __init__(self, scope, depth: int = 1):
         self.scope = scope
+        self.depth = depth  # 2 and more in a loop's body
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -445,10 +450,10 @@ class _FiniteChecks:
         message = f"{where}{what} is not finite at this input ({names})"
         test = " and ".join(tests)
         line = f"if not ({test}):" if len(tests) > 1 else f"if not {test}:"
-        if len(line) + 4 > LINE_LIMIT and len(tests) > 1:  # one test per line, as ruff does
+        if len(line) + 4 * self.depth > LINE_LIMIT and len(tests) > 1:  # one per line, as ruff
             line = "if not (\n    " + "\n    and ".join(tests) + "\n):"
         body.append(line)
-        body.extend(raise_lines("NonFiniteGradient", message, indent=8))
+        body.extend(raise_lines("NonFiniteGradient", message, indent=4 * self.depth + 4))
         code_parts.append(test)
         self.names = []
         self.used = True
