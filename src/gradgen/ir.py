@@ -152,7 +152,7 @@ class Node:
         """``other`` is replaced by this node (the same value): what ``other`` was said to hold
         names this node too, unless the node already has a name, a hint or an adjoint's."""
         if (self.name is None and self.hint is None and self.grad_of is None
-                and self.role == other.role):
+                and self.role == other.role and len(self.avals) == 1):
             self.hint = other.hint
             self.grad_of = other.grad_of
 
