@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .abstract import Pending, shaped_value
 from .emit import FunctionSpec, emit_module
 from .errors import GradgenError, NonScalarOutput
@@ -462,10 +462,11 @@ def _one_hot(aval, j: int):
 
 
 @_without_gc
-def build_jacobian(fn, args, request: Request, hessian: bool = False,
+def build_jacobian(fn, args, request: Request, gradient=None,
                    command: str | None = None) -> Built:
-    """``<f>_jacobian`` (or ``<f>_hessian``, the Jacobian of the gradient): JAX's shapes,
-    output shape followed by input shape, built by reverse mode over the traced graph."""
+    """``<f>_jacobian`` (or ``<f>_hessian``: the Jacobian of ``gradient``, api's grad of
+    ``fn``, handed down since api sits above this module): JAX's shapes, output shape
+    followed by input shape, built by reverse mode over the traced graph."""
     from .ops.arrays import reshape
     from .ops.index import stack
     from .tracer import Trace, at_loc
@@ -474,13 +475,10 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     check_differentiable(fn, args, request.argnums)
     argnums = tuple(a % len(args) for a in request.argnums)
     names = parameter_names(fn, len(args))
+    hessian = gradient is not None
     if hessian:
-        from .api import GradFunction
-
-        inner = GradFunction(fn, request.argnums if request.as_tuple else request.argnums[0])
-
         def target(*a):
-            return inner(*a)
+            return gradient(*a)
 
         forward = trace_function(target, args, names)
         forward.meta["fname"] = function_name(fn)

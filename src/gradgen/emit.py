@@ -18,7 +18,7 @@ from .loops.emit import RegionWriter
 from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER
-from .ops.registry import Expr
+from .ops.registry import Expr, string_literal
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
@@ -121,7 +121,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
-    regions = RegionWriter(graph, namer, spec, constants)
+    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
@@ -300,6 +300,21 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     return EmittedFunction(body, guards, imports, helpers, classes, code)
 
 
+def emit_loop_body(spec: FunctionSpec, namer: Namer, constants: ModuleConstants, graph: Graph,
+                   input_names: dict[int, str], preset: dict[Node, str],
+                   accumulate: dict[Node, str], owned: frozenset = frozenset()
+                   ) -> EmittedFunction:
+    """A loop body inside ``spec``'s function, for loops/emit.py (which sits below this
+    module): the function's names, one block deeper, outputs left in ``preset`` names or
+    added into ``accumulate`` ones, no return statement; ``owned`` inputs are buffers the
+    loop may write rows of in place."""
+    body_spec = FunctionSpec(
+        spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
+        input_names=input_names, namer=namer, depth=spec.depth + 1, preset=preset,
+        accumulate=accumulate, body_only=True, owned=owned, check_finite=spec.check_finite)
+    return emit_function(body_spec, constants)
+
+
 class _Buffers:
     """Where ``a[i] = v`` may write into the array that holds the old version of ``a``: when
     that array is one the function made itself (not an argument, a constant or a view of
@@ -469,12 +484,6 @@ def raise_lines(cls: str, message: str, indent: int) -> list[str]:
     chunks = textwrap.wrap(message, width, drop_whitespace=False, break_long_words=True,
                            break_on_hyphens=False)
     return [f"    raise {cls}(", *(f"        {string_literal(c)}" for c in chunks), "    )"]
-
-
-def string_literal(text: str) -> str:
-    """A double-quoted Python string literal (the quote style ruff format keeps)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
 
 
 def _rule_of(node: Node) -> tuple[str, ...]:

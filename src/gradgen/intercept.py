@@ -22,11 +22,10 @@ _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
 
 
 def _traced_math_function(name: str, fn):
-    handler = BOUND.get(fn)
-
     def traced(*args, **kwargs):
         if not any(isinstance(a, Tracer) for a in args):
             return fn(*args, **kwargs)
+        handler = BOUND.get(fn)  # looked up now: the rows register after this module loads
         if handler is None:
             raise UnsupportedOperation(
                 f"math.{name} has no gradient rule in gradgen", current_loc(),

@@ -13,7 +13,7 @@ from .ir import Graph, Node, Ref
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
-from .ops.core import _seed_value, add_n, adjoint, cast
+from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .tracer import Trace, Tracer, at_loc
 
 
@@ -87,7 +87,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if node.op.name == "loop":
                 with at_loc(node.loc):
                     pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                                   contributions)
+                                   contributions, reverse)
                 continue
             if node.op.name == "function_output":
                 siblings = function_calls[node.attrs["call"], node.inputs[1:]]
@@ -231,9 +231,6 @@ def _note_adjoint(made: Node, node: Node) -> None:
     if (made.role == "bwd" and made.name is None and made.hint is None
             and made.grad_of is None and made.op.name != "seed"):
         made.grad_of = node
-
-
-MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
 
 
 def _fused_sum(terms: list, uses: tuple, partial_name: str | None):

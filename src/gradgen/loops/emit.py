@@ -16,6 +16,7 @@ from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
+from ..optimize import optimize
 from .region import BackwardPlan, Moving, Region, Slice, has_moving
 
 
@@ -284,8 +285,6 @@ def plain_body(region: Region) -> Graph:
     """The body as the forward of a loop nobody differentiates runs it: optimized once."""
     cached = region._plans.get("plain")
     if cached is None:
-        from ..optimize import optimize
-
         cached = region._plans["plain"] = optimize(region.body)
     return cached
 
@@ -294,10 +293,11 @@ class RegionWriter:
     """Writes the loop nodes of one emitted function (or loop body) as statements, and knows
     the variables their results are left in."""
 
-    def __init__(self, graph: Graph, namer, spec, constants):
+    def __init__(self, graph: Graph, namer, spec, constants, emit_body):
         self.namer = namer
         self.spec = spec
         self.constants = constants
+        self.emit_body = emit_body  # emit.emit_loop_body: bodies print like functions
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
@@ -402,15 +402,8 @@ class RegionWriter:
 
     def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
               accumulate: dict[Node, str], owned: frozenset = frozenset()):
-        from ..emit import FunctionSpec, emit_function
-
-        spec = self.spec
-        body_spec = FunctionSpec(
-            spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
-            input_names=input_names, namer=self.namer, depth=spec.depth + 1, preset=preset,
-            accumulate=accumulate, body_only=True, owned=owned,
-            check_finite=spec.check_finite)
-        return emit_function(body_spec, self.constants)
+        return self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
+                              preset, accumulate, owned)
 
     def _comment(self, region: Region, suffix: str = "") -> list[str]:
         loc = region.header

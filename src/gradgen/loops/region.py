@@ -23,7 +23,10 @@ from ..ir import Graph, Node
 from ..ops import OPS
 from ..ops.index import real_index
 from ..ops.registry import Expr, defop
+from ..optimize import optimize
 from ..source import SourceLoc
+from ..symbolic import symbolic_values
+from ..tracer import Tracer
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,11 @@ class Region:
         counted = [first + step * k for step, first in self.counters]
         return [*carries, *sliced, *outer[self.n_carry + self.n_slice:self.n_outer], *counted]
 
-    def backward_plan(self, wrt: tuple[int, ...]) -> BackwardPlan:
+    def backward_plan(self, wrt: tuple[int, ...], reverse) -> BackwardPlan:
+        """The reverse of the body for ``wrt``, made once; ``reverse`` is reverse.reverse."""
         plan = self._plans.get(wrt)
         if plan is None:
-            plan = self._plans[wrt] = _backward_plan(self, wrt)
+            plan = self._plans[wrt] = _backward_plan(self, wrt, reverse)
         return plan
 
     def __repr__(self) -> str:
@@ -224,13 +228,12 @@ def _loop_bwd_impl(_final, *rest, plan: BackwardPlan):
 
 
 def _loop_sympy(*outer, region: Region, guarded: bool = False):
-    from ..check import symbolic_values
-
     carries = list(outer[:region.n_carry])
     body = region.body
     for k in range(region.trips):
         ins = region.inputs_at(k, carries, outer)
-        env = symbolic_values(body, dict(zip(body.inputs, ins, strict=True)), k)
+        env = symbolic_values(body, dict(zip(body.inputs, ins, strict=True)),
+                              lambda node, _k=k: attrs_at(node.attrs, _k))
         carries = [env[r.node] for r in body.outputs]
     return tuple(carries)
 
@@ -257,10 +260,7 @@ loop_out = defop("loop_out", lambda value, index: value[index], _no_printer, vjp
 # --- reverse mode ------------------------------------------------------------------------------
 
 
-def _backward_plan(region: Region, wrt: tuple[int, ...]) -> BackwardPlan:
-    from ..optimize import optimize
-    from ..reverse import reverse
-
+def _backward_plan(region: Region, wrt: tuple[int, ...], reverse) -> BackwardPlan:
     body = region.body
     values = dict(body.meta["values"])
     carries = tuple(c for c in range(region.n_carry) if body.outputs[c].aval.is_float)
@@ -281,11 +281,11 @@ def _backward_plan(region: Region, wrt: tuple[int, ...]) -> BackwardPlan:
     return BackwardPlan(region, joint, carries, wrt, ())
 
 
-def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -> None:
+def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions,
+                   reverse) -> None:
     """Reverse mode of one loop node: a loop_bwd node and its gradients, one ``loop_out``
-    per loop input that needs one, added to ``contributions`` like any rule's."""
-    from ..tracer import Tracer
-
+    per loop input that needs one, added to ``contributions`` like any rule's. The body's
+    backward is made by ``reverse`` (reverse.reverse, which calls this: handed down)."""
     region: Region = node.attrs["region"]
     body = region.body
     targets = tuple(i for i, r in enumerate(node.inputs)
@@ -294,7 +294,7 @@ def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -
         return
     wrt = tuple(sorted({c for c in range(region.n_carry) if body.inputs[c].aval.is_float}
                        | set(targets)))
-    base = region.backward_plan(wrt)
+    base = region.backward_plan(wrt, reverse)
     plan = BackwardPlan(region, base.joint, base.carries, base.wrt, targets)
     cots = []
     for c in plan.carries:
