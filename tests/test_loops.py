@@ -164,10 +164,10 @@ def test_gated_recurrent_cell_over_xs():
     rolled = gradgen.emit(gru, *args, argnums=(0, 1, 2, 3, 4))
     assert "for t in range(300):" in rolled and "xs[t]" in rolled
     # xs[t]'s gradient is a row per trip: the stacked rows times U, after the loop
-    assert "grad_xs = grad_z_parts @ U + grad_candidate_parts @ U" in rolled
+    assert "grad_xs = grad_Wz_h_plus_U_x_rows @ U + grad_Wh_h_plus_U_x_rows @ U" in rolled
     # U's two shares per trip (z and the candidate) are two products after the loop, and
     # the states both W_z and W_h read are stacked once
-    assert "grad_U = grad_z_parts.T @ xs + grad_candidate_parts.T @ xs" in rolled
+    assert "grad_U = grad_Wz_h_plus_U_x_rows.T @ xs + grad_Wh_h_plus_U_x_rows.T @ xs" in rolled
     assert rolled.count("h_rows = np.array(h_saved[:-1])") == 2  # _grad and _value_and_grad
     other = [rng.normal(size=a.shape) for a in args]
     other[0] *= 0.3

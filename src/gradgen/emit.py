@@ -15,7 +15,7 @@ from .abstract import made_as_view, shaped_value
 from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
-from .naming import Namer, base_name, index_writes
+from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
 from .ops.registry import Expr, string_literal
@@ -144,6 +144,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
+    held = Held(graph.nodes, names)  # what unnamed values hold, for their names
     liveness = _Liveness(graph, writes)
     views = _SliceViews(graph, uses, namer, enabled=target == "numpy")
 
@@ -174,7 +175,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
             continue
         built = node.inputs[0].node if op == "adjoint" else None
-        if built is not None and built.name == node.name and names.get(built) == node.name:
+        if built is not None and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
             sizes[node] = 0
@@ -229,7 +230,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if fresh and base in names:
                 name = names[base]  # the old version is dead: write into its array
             else:
-                name = namer.fresh(base_name(node, names, spec.output_name, writes))
+                name = namer.fresh(base_name(node, names, spec.output_name, writes, held))
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
             prelude, statement = scope.write(node, args, name, fresh, args[0])
@@ -240,7 +241,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} += {expr.text}"
         else:
             name = spec.preset.get(node) or namer.fresh(
-                base_name(node, names, spec.output_name, writes))
+                base_name(node, names, spec.output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
@@ -259,7 +260,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 target = spec.output_name
                 statement += f"  # seed: d{target}/d{target}"
             elif note:  # the fused sum names the lines it gathers from; no group header
-                target = name.removeprefix("grad_") if node.name else "this value"
+                # the fused sum's own name says whose adjoint it is (grad_shifted), unless
+                # the sum was inlined into this statement or the name is a fallback (tmp)
+                own = node.name or (node.grad_of is not None and op == "add_n"
+                                    and node not in held.fallbacks)
+                target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
             elif node.loc is not None and node.loc != group_loc:
                 body.append(_comment_for_group(node))

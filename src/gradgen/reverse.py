@@ -217,10 +217,20 @@ def _combine(entries, node: Node):
             partial = f"grad_{node.name}_partial" if node.name else None
             g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
-        if node.name and not is_own_seed and isinstance(g, Tracer):
-            g = adjoint(g)
-            g.ref.node.name = f"grad_{node.name}"
+        if isinstance(g, Tracer) and not is_own_seed:
+            _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
+            if node.name:
+                g = adjoint(g)
+                g.ref.node.name = f"grad_{node.name}"
     return g
+
+
+def _note_adjoint(made: Node, node: Node) -> None:
+    """``made`` is the adjoint of ``node``, a value the user did not name: the emitter names
+    it after that value (``grad_x_tail``) unless something already says what it holds."""
+    if (made.role == "bwd" and made.name is None and made.hint is None
+            and made.grad_of is None and made.op.name != "seed"):
+        made.grad_of = node
 
 
 def _fused_sum(terms: list, uses: tuple, partial_name: str | None):

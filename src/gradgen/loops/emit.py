@@ -65,6 +65,16 @@ def _affine(var: str, a: int, b: int) -> str:
     return f"{head} + {b}" if b > 0 else f"{head} - {-b}"
 
 
+def _rows_name(text: str) -> str:
+    """The array holding one row per trip of the value named ``text``: ``grad_errs`` for
+    ``grad_err``, ``grad_h_parts`` for ``grad_h_part``; ``grad_Wz_h_rows`` for ``grad_Wz_h``,
+    whose plural ``s`` would read as part of its last word."""
+    if not text.isidentifier():
+        return "grad_rows"
+    one_word = "_" not in text.removeprefix("grad_")
+    return f"{text}s" if one_word or text.endswith("_part") else f"{text}_rows"
+
+
 def _rows_at(graph: Graph, var: str, start: int) -> Graph:
     """``graph`` with its moving index items (loops/region.py) written in the loop variable:
     ``h[t] = ...``, ``h[t - 1]``."""
@@ -712,7 +722,7 @@ class RegionWriter:
         at = _affine(info.var, 1, -info.start)
         for s, ref in enumerate(batched.stored):
             text = results[first + s]
-            name = self.namer.fresh(f"{text}s" if text.isidentifier() else "grad_parts")
+            name = self.namer.fresh(_rows_name(text))
             aval = ref.aval
             dtype = "" if aval.dtype == np.float64 else f", dtype=np.{aval.dtype.name}"
             shape = f"({', '.join(str(d) for d in (trips, *aval.shape))})" if aval.shape else trips

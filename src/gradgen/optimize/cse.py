@@ -51,6 +51,7 @@ def cse(graph: Graph) -> tuple[Graph, bool]:
             continue
         if first.name is None and new.name is not None and new.role == first.role:
             first.name = new.name  # the user named the duplicate: keep their name
+        first.takes_hints_of(new)
         for i in range(len(node.avals)):
             rw.subst[node.out._replace(index=i)] = first.out._replace(index=i)
         rw.changed = True

@@ -66,6 +66,8 @@ class Rewriter:
     def replace(self, node: Node, ref: Ref) -> None:
         """Every reader of ``node`` (single output) reads ``ref`` instead."""
         self.subst[Ref(node, 0)] = ref
+        if ref.index == 0:  # the same value: it holds what node was said to hold
+            ref.node.takes_hints_of(node)
         self.changed = True
 
     def result(self) -> Graph:
