@@ -14,6 +14,7 @@ from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import _seed_value, add_n, adjoint, cast
+from .peephole import Shared
 from .tracer import Trace, Tracer, at_loc
 
 
@@ -59,6 +60,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.inputs = list(graph.inputs)
     trace.values = dict(values)
     trace.lazy = True  # the backward is built on shapes: the emitted code computes it
+    trace.shared = Shared(graph.nodes)
+    trace.share_constants(graph.nodes)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     loop_adjoints: dict[Node, dict[int, object]] = {}
 
@@ -229,12 +232,20 @@ MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the sam
 def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
     """``t1 + t2 + ... + tk`` left to right. Past MAX_FUSED_TERMS the running sum becomes the
     first term of the next add_n: the same additions in the same order, in statements a
-    reader (and Python's compiler) can take in."""
+    reader (and Python's compiler) can take in. A scalar added to itself is ``2 * t``
+    (exact in binary floating point), as fold would make it."""
+    if len(terms) == 2 and _same_scalar(*terms):
+        return OPS["mul"](2, terms[0])
     total = add_n(*terms[:MAX_FUSED_TERMS], uses=uses)
     for start in range(MAX_FUSED_TERMS, len(terms), MAX_FUSED_TERMS - 1):
         total.ref.node.name = partial_name
         total = add_n(total, *terms[start:start + MAX_FUSED_TERMS - 1], uses=())
     return total
+
+
+def _same_scalar(a, b) -> bool:
+    return (isinstance(a, Tracer) and isinstance(b, Tracer) and a.ref == b.ref
+            and a.ref.aval.shape == () and a.ref.node.op.name != "const")
 
 
 def _as_tracer(trace: Trace, g):

@@ -90,6 +90,9 @@ class Trace:
         # Nodes that depend on no input (NumPy buffers made inside the function, and what is
         # computed from them alone): their values may be used as plain numbers.
         self.constant: set[Node] = set()
+        # Reverse mode: the graph's nodes by what they compute (peephole.Shared), so the
+        # backward never makes a node the graph already has
+        self.shared = None
 
     def __enter__(self) -> Self:
         _stack().append(self)
@@ -130,6 +133,14 @@ class Trace:
                 ref = self._consts[key] = self._const_node(value, aval)
             return ref
         return self._const_node(value, aval)
+
+    def share_constants(self, nodes) -> None:
+        """Scalar constants of ``nodes`` (a graph this trace extends) are the ones ``const``
+        hands out: one node per number, as in the trace that made them."""
+        for node in nodes:
+            if node.op.name == "const" and node.aval.shape == ():
+                value = node.attrs["value"]
+                self._consts.setdefault((type(value), repr(value)), node.out)
 
     def _const_node(self, value, aval) -> Ref:
         node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
@@ -220,7 +231,15 @@ def bind(op, args, attrs) -> object:
     except TypeError as e:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
                                    getattr(_state, "loc", None) or current_loc()) from None
+    key = None
+    if trace.shared is not None:
+        refs = tuple(refs)
+        same, key = trace.shared.find(op, refs, attrs, avals[0])
+        if same is not None:
+            return Tracer(trace, same, out)
     node = trace.add(op, refs, attrs, avals)
+    if key is not None:
+        trace.shared.record(key, node)
     if constant:
         trace.constant.add(node)
     if op.n_out > 1:
