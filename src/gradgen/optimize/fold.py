@@ -68,6 +68,17 @@ _VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
 _PRODUCTS = ("mul", "div")  # what seed_outward sheds the seed from
 _INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
 _ONLY_CONST = {"const"}
+# A scalar node is looked at only when its op is one of these, or when it reads one of the
+# _SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a product of a
+# product (seed_outward) or a sum of a value with itself.
+_BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
+_SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
+
+
+def _is_seed_product(node: Node) -> bool:
+    """Is ``node`` ``seed * k`` (what seed_outward takes apart)?"""
+    a, b = node.inputs
+    return a.node.op.name == "seed" or b.node.op.name == "seed"
 
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
@@ -79,11 +90,24 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         while node.op.name == "adjoint":
             node = node.inputs[0].node
             outputs.add(node)
+    keep = rw.keep
     for node in graph.nodes:
-        new = rw.rebuilt(node)
-        if node.op.name in _KEEP or node.op.n_out != 1:
+        new = rw.rebuilt(node) if rw.subst else node
+        name = node.op.name
+        if name in _KEEP or node.op.n_out != 1:
             rw.keep(new)
             continue
+        if not new.avals[0].shape and name not in _BY_NAME:  # most nodes of scalar code
+            for ref in new.inputs:  # (a plain loop: no per-node set or generator to make)
+                kind = ref.node.op.name
+                if kind in _SPECIAL_INPUTS or (kind == "mul" and name in _PRODUCTS
+                                               and _is_seed_product(ref.node)):
+                    break
+            else:
+                ins = new.inputs
+                if name != "add_n" or len(ins) != 2 or ins[0] != ins[1]:
+                    keep(new)  # no rewrite below applies: each needs one of these
+                    continue
         same = _identity(new)
         if same is not None and node in outputs and _owned_by_caller(same):
             same = None
