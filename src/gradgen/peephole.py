@@ -29,6 +29,8 @@ def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
     equal Refs are equal (serial, index) pairs."""
     if not attrs:  # most nodes: skip the generic (slow) attribute hashing
         return (name, inputs)
+    if name == "add_n" and len(attrs) == 1:  # a fused sum: the lines it adds up (strings)
+        return (name, inputs, "uses", attrs["uses"])
     if name == "const" and len(attrs) == 1 and type(attrs["value"]) in (int, bool):
         return ("const", type(attrs["value"]), attrs["value"])
     return (name, inputs, hashable(attrs))
@@ -107,6 +109,10 @@ def _rows_in_order(ins) -> Ref | None:
 # --- the backward as it is built --------------------------------------------------------------
 
 
+# The ops identical_input may find an identity of (for a Python number)
+_IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", "reshape", "broadcast_to", "cast"}
+
+
 class Shared:
     """The nodes of a graph being extended (reverse mode), by what they compute: an op about
     to be recorded that some node already computes is that node, and a Python number that is
@@ -128,7 +134,7 @@ class Shared:
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key to ``record`` it)."""
         if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
             return None, None
-        if aval.py is not None:
+        if aval.py is not None and op.name in _IDENTITIES:
             same = identical_input(op.name, inputs, attrs, aval)
             if same is not None:
                 return same, None

@@ -186,6 +186,8 @@ class _Deferred:
 def _fit(c, ref: Ref):
     """Match a contribution to its input: sum over broadcast axes, cast back to its dtype."""
     aval = ref.aval
+    if isinstance(c, Tracer) and c.ref.node.avals[c.ref.index] is aval:
+        return c  # the common case (Python floats share one Aval): nothing to match
     shape = c.aval.shape if isinstance(c, Tracer) else np.shape(c)
     if shape != aval.shape:
         if len(shape) >= aval.ndim:

@@ -15,7 +15,18 @@ from .ir import Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
-_state = threading.local()
+
+class _State(threading.local):
+    """Per thread: the location and rule ops are recorded under (at_loc), the naming
+    watcher, the stack of traces. Class defaults, so a new thread reads None."""
+
+    loc = None
+    origin = None
+    watch = None
+    stack = None
+
+
+_state = _State()
 
 
 class at_loc:
@@ -28,7 +39,7 @@ class at_loc:
         self.origin = origin
 
     def __enter__(self):
-        self.saved = getattr(_state, "loc", None), getattr(_state, "origin", None)
+        self.saved = _state.loc, _state.origin
         _state.loc = self.loc
         _state.origin = self.origin
 
@@ -50,14 +61,14 @@ def _user_loc() -> SourceLoc | None:
         callee, frame = frame, frame.f_back
     if frame is None:
         return None
-    watch = getattr(_state, "watch", None)
+    watch = _state.watch
     if watch is not None:
         watch(frame, callee)
     return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
 
 
 def _stack() -> list[Trace]:
-    stack = getattr(_state, "stack", None)
+    stack = _state.stack
     if stack is None:
         stack = _state.stack = []
     return stack
@@ -104,9 +115,9 @@ class Trace:
     # --- recording -------------------------------------------------------------------------
 
     def add(self, op, inputs, attrs, avals, name=None, role=None) -> Node:
-        loc = getattr(_state, "loc", None) or _user_loc()
+        loc = _state.loc or _user_loc()
         node = Node(op, inputs, attrs, avals, loc, name, role or self.role,
-                    origin=getattr(_state, "origin", None))
+                    origin=_state.origin)
         self.nodes.append(node)
         return node
 
@@ -206,18 +217,23 @@ def bind(op, args, attrs) -> object:
         return op.impl(*args, **attrs)
     values, refs = [], []
     constant = True
+    scalars = True  # every input a scalar: a lazy trace computes the op at once
     for a in args:
         if isinstance(a, Tracer):
             if a._trace is not trace:
                 a = trace.lift(a)
+            ref = a.ref
             values.append(a._value)
-            refs.append(a.ref)
-            constant = constant and a.ref.node in trace.constant
+            if constant and ref.node not in trace.constant:
+                constant = False
         else:
             values.append(a)
-            refs.append(trace.const(a))
+            ref = trace.const(a)
+        refs.append(ref)
+        if scalars and ref.node.avals[ref.index].shape:
+            scalars = False
     pending = Pending in map(type, values)
-    if trace.lazy and not constant:
+    if trace.lazy and not constant and (pending or not scalars):
         result = _bind_abstract(trace, op, values, refs, attrs, args, pending)
         if result is not None:
             return result
@@ -225,12 +241,11 @@ def bind(op, args, attrs) -> object:
         values = [concrete(trace.values, r) if type(v) is Pending else v
                   for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
-    outs = out if op.n_out > 1 else (out,)
     try:
-        avals = [aval_of(o) for o in outs]
+        avals = [aval_of(o) for o in out] if op.n_out > 1 else (aval_of(out),)
     except TypeError as e:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
-                                   getattr(_state, "loc", None) or current_loc()) from None
+                                   _state.loc or current_loc()) from None
     key = None
     if trace.shared is not None:
         refs = tuple(refs)
@@ -244,7 +259,7 @@ def bind(op, args, attrs) -> object:
         trace.constant.add(node)
     if op.n_out > 1:
         trace.values[node] = out
-        return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(outs))
+        return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(out))
     result = Tracer(trace, node.out, out)
     if trace.live is not None and type(out) is np.ndarray and not constant:
         trace.values[node] = Pending.of(out)
@@ -294,8 +309,7 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
-def _op(name):
-    return OPS[name]
+_op = OPS.__getitem__  # the row of an operator: Tracer.__mul__ is _op("mul")(self, o)
 
 
 def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:

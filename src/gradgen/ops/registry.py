@@ -93,12 +93,20 @@ class Op:
     abstract: Callable[..., Any] | None = None
 
     def __call__(self, *args, **attrs):
-        from ..tracer import bind
-
-        return bind(self, args, attrs)
+        return _bind(self, args, attrs)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def _bind(op, args, attrs):
+    """tracer.bind, imported on first use (tracer imports this module), then called
+    directly: an op is applied once per traced operation."""
+    global _bind
+    from ..tracer import bind
+
+    _bind = bind
+    return bind(op, args, attrs)
 
 
 OPS: dict[str, Op] = {}
