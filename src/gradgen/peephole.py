@@ -110,7 +110,9 @@ def _rows_in_order(ins) -> Ref | None:
 
 
 # The ops identical_input may find an identity of (for a Python number)
-_IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", "reshape", "broadcast_to", "cast"}
+_SAME_VALUE = {"reshape", "broadcast_to", "cast"}  # identities when nothing changes
+_IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", *_SAME_VALUE}
+_CONST_OR_NEG = {"const", "neg"}
 
 
 class Shared:
@@ -135,9 +137,12 @@ class Shared:
         if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
             return None, None
         if aval.py is not None and op.name in _IDENTITIES:
-            same = identical_input(op.name, inputs, attrs, aval)
-            if same is not None:
-                return same, None
+            for ref in inputs:  # an arithmetic identity reads a constant or a negation
+                if ref.node.op.name in _CONST_OR_NEG or op.name in _SAME_VALUE:
+                    same = identical_input(op.name, inputs, attrs, aval)
+                    if same is not None:
+                        return same, None
+                    break
         key = node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (node.out if node is not None else None), key

@@ -21,11 +21,17 @@ from .tracer import Trace, Tracer, at_loc
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
     """Nodes whose value depends differentiably on a ``wrt`` input."""
     active = {n for n in wrt if n.aval.is_float}
-    for node in graph.nodes:
-        if node.op.nondiff or node.op.vjp is None or node in active:
+    for node in graph.nodes:  # plain loops: this runs per node of the forward
+        op = node.op
+        if op.nondiff or op.vjp is None or node in active:
             continue
-        if any(r.node in active for r in node.inputs) and any(a.is_float for a in node.avals):
-            active.add(node)
+        for r in node.inputs:
+            if r.node in active:
+                for aval in node.avals:
+                    if aval.dtype.kind == "f":
+                        active.add(node)
+                        break
+                break
     return active
 
 
@@ -34,7 +40,9 @@ def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set
     needed = {r.node for r in outputs if r.node in active}
     for node in reversed(graph.nodes):
         if node in needed:
-            needed.update(r.node for r in node.inputs if r.node in active)
+            for r in node.inputs:
+                if r.node in active:
+                    needed.add(r.node)
     return needed
 
 
@@ -148,7 +156,9 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
     # a rule may ask for another order: a[i] = v reads grad_a[i] for v before it zeroes it
     order = node.op.extra.get("vjp_order", ())
     deferred = node.op.extra.get("deferred_vjp", ())
-    for i in (*order, *(k for k in range(len(node.inputs)) if k not in order)):
+    if order:
+        order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
+    for i in order or range(len(node.inputs)):
         r = node.inputs[i]
         if r.node not in needed:
             continue
@@ -156,17 +166,16 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
         if rule is None:
             continue
         k = 0 if variadic else i
-        if i in deferred:
-            c = _Deferred(node, k, r, lambda rule=rule, r=r: rule(g, ans, *ins, **node.attrs))
-        else:
-            c = _contribution(node, k, r, lambda rule=rule: rule(g, ans, *ins, **node.attrs))
+        args = (node, k, r, rule, g, ans, ins)
+        c = _Deferred(args) if i in deferred else _contribution(*args)
         contributions.setdefault(r, []).append((node.serial, c, node, k))
 
 
-def _contribution(node: Node, k: int, r: Ref, make):
+def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
+    """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
     with at_loc(node.loc, (node.op, k)):
         try:
-            return _fit(make(), r)
+            return _fit(rule(g, ans, *ins, **node.attrs), r)
         except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
             raise not_finite(node, e) from e
 
@@ -176,8 +185,8 @@ class _Deferred:
     zeroes grad_a[i] for the old ``a``; built late, that write comes after every use of
     the row grad_a[i] that went to ``v``, so the module can zero it in place."""
 
-    def __init__(self, node, k, r, make):
-        self.args = (node, k, r, make)
+    def __init__(self, args):
+        self.args = args
 
     def build(self):
         return _contribution(*self.args)
@@ -205,9 +214,12 @@ def _combine(entries, node: Node):
     ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
     if not entries:
         return None
-    entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
-               for e in entries]
-    entries.sort(key=lambda e: e[0])
+    if len(entries) > 1:
+        entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
+                   for e in entries]
+        entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
+    elif isinstance(entries[0][1], _Deferred):
+        entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
     _, first, user, index = entries[0]
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
@@ -223,8 +235,24 @@ def _combine(entries, node: Node):
             g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
         if node.name and not is_own_seed and isinstance(g, Tracer):
-            g = adjoint(g)
-            g.ref.node.name = f"grad_{node.name}"
+            g = _named(g, f"grad_{node.name}")
+    return g
+
+
+def _first(entry):
+    return entry[0]
+
+
+def _named(g: Tracer, name: str) -> Tracer:
+    """``g`` under the user's name for it: an ``adjoint`` node (an identity that carries the
+    name). A Python number's is recorded directly: what bind would do, step by step."""
+    if type(g._value) is float and g.ref.aval.py is float:
+        trace = g._trace
+        node = trace.add(adjoint, (g.ref,), {}, (g.ref.aval,), name=name)
+        trace.values[node] = g._value
+        return Tracer(trace, node.out, g._value)
+    g = adjoint(g)
+    g.ref.node.name = name
     return g
 
 

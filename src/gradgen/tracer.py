@@ -34,6 +34,8 @@ class at_loc:
     call stack which user line an op belongs to) and, in reverse mode, from the VJP rule
     ``origin`` = (forward op, input index)."""
 
+    __slots__ = ("loc", "origin", "saved")
+
     def __init__(self, loc, origin=None):
         self.loc = loc
         self.origin = origin
