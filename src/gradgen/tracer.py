@@ -24,6 +24,7 @@ class _State(threading.local):
     origin = None
     watch = None
     stack = None
+    last_loc = None
 
 
 _state = _State()
@@ -50,8 +51,8 @@ class at_loc:
 
 
 def set_watcher(watch) -> None:
-    """``watch(frame, callee)`` is told the user frame each recorded value comes from (the
-    naming observer, tracing.BindingObserver), in this thread; None stops it."""
+    """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
+    (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
     _state.watch = watch
 
 
@@ -63,10 +64,17 @@ def _user_loc() -> SourceLoc | None:
         callee, frame = frame, frame.f_back
     if frame is None:
         return None
+    line = frame_line(frame)
     watch = _state.watch
     if watch is not None:
-        watch(frame, callee)
-    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
+        watch(frame, callee, line)
+    code = frame.f_code
+    last = _state.last_loc  # the ops of one line share its SourceLoc (immutable)
+    if last is not None and last.line == line and last.file is code.co_filename and (
+            last.func is code.co_name):
+        return last
+    loc = _state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    return loc
 
 
 def _stack() -> list[Trace]:
