@@ -133,7 +133,8 @@ class Shared:
                 setdefault(node_key(node.op.name, node.inputs, node.attrs), node)
 
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
-        """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key to ``record`` it)."""
+        """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to
+        record the node made instead, in ``known``)."""
         if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
             return None, None
         if aval.py is not None and op.name in _IDENTITIES:
@@ -146,7 +147,3 @@ class Shared:
         key = node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (node.out if node is not None else None), key
-
-    def record(self, key, node: Node) -> None:
-        if key is not None:
-            self.known[key] = node

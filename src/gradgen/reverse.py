@@ -15,7 +15,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, at_loc
+from .tracer import Trace, Tracer, at_loc, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -111,9 +111,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             g = _combine(contributions.pop(node.out, None), node)
             if isinstance(g, Tracer):
                 adjoints[node] = g.ref
-            if g is not None:
-                with at_loc(node.loc):
-                    _pull_back(trace, node, g, needed, contributions)
+            if g is not None:  # (each contribution is recorded at node's line: _contribution)
+                _pull_back(trace, node, g, needed, contributions)
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
@@ -173,11 +172,13 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
 
 def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
     """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
-    with at_loc(node.loc, (node.op, k)):
-        try:
-            return _fit(rule(g, ans, *ins, **node.attrs), r)
-        except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
-            raise not_finite(node, e) from e
+    saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
+    try:
+        return _fit(rule(g, ans, *ins, **node.attrs), r)
+    except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
+        raise not_finite(node, e) from e
+    finally:
+        swap_loc(*saved)
 
 
 class _Deferred:
@@ -226,7 +227,8 @@ def _combine(entries, node: Node):
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    with at_loc(loc, origin if entries[0][0] >= 0 else None):
+    saved = swap_loc(loc, origin if entries[0][0] >= 0 else None)
+    try:
         if len(entries) == 1:
             g = first
         else:
@@ -236,6 +238,8 @@ def _combine(entries, node: Node):
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
         if node.name and not is_own_seed and isinstance(g, Tracer):
             g = _named(g, f"grad_{node.name}")
+    finally:
+        swap_loc(*saved)
     return g
 
 

@@ -50,6 +50,16 @@ class at_loc:
         _state.loc, _state.origin = self.saved
 
 
+def swap_loc(loc, origin=None) -> tuple:
+    """``at_loc`` as two calls: record under ``loc`` and ``origin`` from now on, and return
+    what was before, to restore with ``swap_loc(*saved)``."""
+    state = _state
+    saved = state.loc, state.origin
+    state.loc = loc
+    state.origin = origin
+    return saved
+
+
 def set_watcher(watch) -> None:
     """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
     (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
@@ -264,7 +274,7 @@ def bind(op, args, attrs) -> object:
             return Tracer(trace, same, out)
     node = trace.add(op, refs, attrs, avals)
     if key is not None:
-        trace.shared.record(key, node)
+        trace.shared.known[key] = node
     if constant:
         trace.constant.add(node)
     if op.n_out > 1:
