@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import inspect
 import math
+import random
 
 import numpy as np
 import pytest
+from numpy.random import randn
 
 import gradgen
 
@@ -72,6 +74,28 @@ def complex_of(x):
     return complex(x).real
 
 
+def global_draw(x):
+    return np.sum(x * np.random.normal(size=x.shape))
+
+
+def dropout_mask(x):
+    keep = np.random.rand(*x.shape) > 0.5
+    return np.sum(x * keep)
+
+
+def stdlib_draw(x):
+    return np.sum(x) * random.gauss(0.0, 1.0)
+
+
+def imported_draw(x):
+    return np.sum(x * randn(*x.shape))
+
+
+def unseeded_generator(x):
+    rng = np.random.default_rng()
+    return np.sum(x * rng.normal(size=x.shape))
+
+
 UNSUPPORTED = [
     (gamma_of, 2.0, "math.gamma(", "math.gamma"),
     (lgamma_of, 0.5, "math.lgamma(", "math.lgamma"),
@@ -82,6 +106,12 @@ UNSUPPORTED = [
     (item_of, np.ones(1), ".item()", ".item()"),
     (tolist_of, np.ones(2), ".tolist()", ".tolist()"),
     (complex_of, 1.0, "complex(", "complex()"),
+    # a draw would be frozen into the gradient: later calls would reuse this trace's numbers
+    (global_draw, np.ones(3), "np.random.normal(", "np.random.normal()"),
+    (dropout_mask, np.ones(3), "np.random.rand(", "np.random.rand()"),
+    (stdlib_draw, np.ones(3), "random.gauss(", "random.gauss()"),
+    (imported_draw, np.ones(3), "randn(", "np.random.randn()"),
+    (unseeded_generator, np.ones(3), "default_rng()", "np.random.default_rng() without a seed"),
 ]
 
 
@@ -153,6 +183,15 @@ def test_in_place_writes_that_cannot_be_differentiated_are_refused(fn, line_text
 
 
 # --- values that are locally constant ----------------------------------------------------------
+
+
+def test_a_generator_seeded_inside_draws_the_same_constants_every_call():
+    def noisy(x):
+        rng = np.random.default_rng(7)
+        return np.sum(x * rng.normal(size=x.shape))
+
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(grad(noisy)(x), np.random.default_rng(7).normal(size=3))
 
 
 def test_floor_int_and_round_are_locally_constant():

@@ -339,6 +339,18 @@ def test_a_broadcast_seed_is_never_multiplied():
     assert "broadcast_to" not in text and "grad_out" not in text
 
 
+def test_a_broadcast_seed_is_not_materialized_for_a_where():
+    def huber(r):
+        a = np.abs(r)
+        return np.sum(np.where(a < 1.0, 0.5 * r**2, a - 0.5))
+
+    r = np.array([0.3, -2.0, 0.9, 1.5])
+    text = _grad_source(huber, r)
+    assert "broadcast_to" not in text
+    grad = gradgen.grad(huber)(r)
+    np.testing.assert_array_equal(grad, np.where(np.abs(r) < 1.0, r, np.sign(r)))
+
+
 def rnn(W, U, b, xs):
     h = np.zeros(W.shape[0])
     total = 0.0

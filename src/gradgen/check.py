@@ -166,7 +166,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     rng = np.random.default_rng(seed)
     base = [leaf.value for leaf in leaves]
     samples = [base] + _nearby_points(base, order, points, rng, _caller(grad_fn, forward),
-                                      guard_failure)
+                                      guard_failure, forward)
     call = _caller(grad_fn, forward)
     results = [flatten(call(point))[0] for point in samples]
     sym_order = sorted(symbols)
@@ -243,8 +243,9 @@ def _rebuild(trees, leaf_values):
     return args
 
 
-def _nearby_points(base, order, count, rng, call, guard_failure):
-    """Leaf values near ``base`` that stay on the traced guard path."""
+def _nearby_points(base, order, count, rng, call, guard_failure, forward):
+    """Leaf values near ``base`` that stay on the traced guard path and keep every locally
+    constant value (see _same_local_constants)."""
     out = []
     tries = 0
     while len(out) < count and tries < count * 8:
@@ -263,8 +264,50 @@ def _nearby_points(base, order, count, rng, call, guard_failure):
             continue
         except (ArithmeticError, ValueError):
             continue
+        if not _same_local_constants(forward, point):
+            continue
         out.append(point)
     return out
+
+
+def _same_local_constants(forward: Graph, point: list) -> bool:
+    """Whether every locally constant value (a comparison, mask, floor, argmax...) at
+    ``point`` equals the traced one. The symbolic reference keeps those values as traced
+    (symbolic_values), so a point that flips one (``np.where(a < delta, ...)`` with some
+    ``a`` near ``delta``) is on another path of the function: its reference would be the
+    traced branch's derivative, not the function's, and a right gradient would look wrong."""
+    traced = forward.meta["values"]
+    env: dict[Node, object] = {}
+    try:
+        for node in forward.nodes:
+            name = node.op.name
+            if name == "input":
+                env[node] = point[node.attrs["index"]]
+            elif name == "const":
+                env[node] = node.attrs["value"]
+            elif name == "seed":
+                env[node] = concrete(traced, node.out)
+            elif name != "guard":
+                args = [env[r.node][r.index] if r.node.op.n_out > 1 else env[r.node]
+                        for r in node.inputs]
+                with np.errstate(all="ignore"):
+                    env[node] = node.op.impl(*args, **node.attrs)
+                if node.op.nondiff and not _equal_values(env[node], _traced(traced, node)):
+                    return False
+    except Exception:  # noqa: BLE001 - an op this evaluator cannot replay: keep the point,
+        return True  # as before (the guard path still holds; a mismatch stays loud)
+    return True
+
+
+def _traced(values: dict, node: Node):
+    concrete(values, node.out)  # computes the node when the build left it pending
+    return values[node]
+
+
+def _equal_values(a, b) -> bool:
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(map(_equal_values, a, b))
+    return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
 
 
 def _directional_error(fn, forward, point, k, got, rng):

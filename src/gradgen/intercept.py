@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import random
 import sys
 import types
 
@@ -93,6 +94,11 @@ class Interceptor:
             return MATH_PROXY
         if value is np:
             return NUMPY_PROXY
+        if value is np.random or value is random:
+            return _RANDOM_PROXIES[value.__name__]
+        if getattr(value, "__self__", None) in _GLOBAL_GENERATORS:  # from numpy.random import rand
+            prefix = "random" if value.__self__ is random._inst else "np.random"
+            return _refused_draw(f"{prefix}.{value.__name__}")
         if isinstance(value, types.FunctionType | types.BuiltinFunctionType) and (
                 value in _NUMPY_BY_FUNCTION):  # from numpy import zeros
             return _NUMPY_BY_FUNCTION[value]
@@ -280,3 +286,72 @@ class _NumpyProxy(types.ModuleType):
 
 
 NUMPY_PROXY = _NumpyProxy("numpy", np.__doc__)
+
+
+# --- random numbers -------------------------------------------------------------------------
+# A draw made while tracing is a constant of the trace: the emitted module (and the cached
+# gradient of @grad) would reuse this trace's numbers on every later call, while the user's
+# function draws new ones. That is a silently wrong gradient, so a draw from a global or
+# unseeded generator is refused by name; a generator seeded inside the function makes the
+# same numbers on every call, and its draws are constants for real.
+
+_GLOBAL_GENERATORS = (np.random.mtrand._rand, random._inst)
+# constructors that are deterministic when given a seed (first argument or seed=)
+_SEEDED = {"default_rng", "RandomState", "Random", "SeedSequence", "Generator", "MT19937",
+           "PCG64", "PCG64DXSM", "Philox", "SFC64"}
+_NOT_DRAWS = {"seed", "get_state", "set_state", "getstate", "setstate", "get_bit_generator",
+              "set_bit_generator"}
+
+
+def _refused_draw(qualname: str):
+    def traced(*args, **kwargs):
+        raise UnsupportedOperation(
+            f"{qualname}() inside a traced function: its numbers would be frozen into the "
+            "gradient, and every later call would reuse this trace's draw", current_loc(),
+            "draw the numbers outside the function and pass them in as an argument, or draw "
+            "them from a generator seeded inside it (rng = np.random.default_rng(0))")
+
+    traced.__name__ = qualname.rsplit(".", 1)[-1]
+    return traced
+
+
+def _needs_seed(qualname: str, fn):
+    def traced(*args, **kwargs):
+        seed = args[0] if args else kwargs.get("seed", kwargs.get("x"))
+        if seed is None:
+            raise UnsupportedOperation(
+                f"{qualname}() without a seed inside a traced function: its numbers would be "
+                "frozen into the gradient, and every later call would reuse this trace's draw",
+                current_loc(), "give it a seed, or draw the numbers outside the function and "
+                "pass them in as an argument")
+        return fn(*args, **kwargs)
+
+    traced.__name__ = fn.__name__
+    traced.__wrapped__ = fn
+    return traced
+
+
+class _RandomProxy(types.ModuleType):
+    """``np.random`` or ``random`` as traced code sees it: seeded constructors work, draws
+    from the global generator are refused (see above); everything else is the module's."""
+
+    def __init__(self, module: types.ModuleType, prefix: str):
+        super().__init__(module.__name__, module.__doc__)
+        self.__dict__["_gradgen_original"] = module
+        self.__dict__["_gradgen_prefix"] = prefix
+
+    def __getattr__(self, name):
+        value = getattr(self.__dict__["_gradgen_original"], name)
+        qualname = f"{self.__dict__['_gradgen_prefix']}.{name}"
+        if name in _SEEDED:
+            value = _needs_seed(qualname, value)
+        elif (callable(value) and not isinstance(value, type) and not name.startswith("_")
+              and name not in _NOT_DRAWS):
+            value = _refused_draw(qualname)
+        self.__dict__[name] = value
+        return value
+
+
+_RANDOM_PROXIES = {"numpy.random": _RandomProxy(np.random, "np.random"),
+                   "random": _RandomProxy(random, "random")}
+NUMPY_OVERRIDES["random"] = _RANDOM_PROXIES["numpy.random"]

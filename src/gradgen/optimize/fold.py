@@ -34,13 +34,15 @@ def _owned_by_caller(ref: Ref) -> bool:
 
 
 def _unbroadcast(node: Node) -> Node | None:
-    """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``: NumPy broadcasts anyway."""
-    if not node.op.elementwise or len(node.inputs) != 2:
+    """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``, and ``np.where(m, 0.0,
+    broadcast_to(g, S))`` with m of shape S is ``np.where(m, 0.0, g)``: NumPy broadcasts
+    anyway, as long as another input already has the result's shape."""
+    if not node.op.elementwise or len(node.inputs) < 2:
         return None
     ins = list(node.inputs)
     for i, ref in enumerate(ins):
-        other = ins[1 - i]
-        if ref.node.op.name == "broadcast_to" and other.aval.shape == node.aval.shape:
+        if ref.node.op.name == "broadcast_to" and any(
+                other.aval.shape == node.aval.shape for k, other in enumerate(ins) if k != i):
             ins[i] = ref.node.inputs[0]
             return node.with_inputs(ins)
     return None
