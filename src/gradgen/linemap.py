@@ -127,7 +127,11 @@ def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> N
         return
     stmt = group[-1]
     info = LineInfo(_targets(stmt), text.code(stmt))
-    for line in range(group[0].lineno, stmt.end_lineno + 1):
+    first, last = group[0].lineno, stmt.end_lineno
+    if first == last:  # most statements
+        table[first] = info
+        return
+    for line in range(first, last + 1):
         table[line] = info
 
 
@@ -171,7 +175,12 @@ class _Text:
         return (data[0][col:] + b"".join(data[1:-1]) + data[-1][:end_col]).decode()
 
     def code(self, node) -> str:
-        return " ".join(self.segment(node.lineno, node.col_offset, node.end_lineno,
+        first = node.lineno
+        if first == node.end_lineno:  # one ASCII line (most statements): a slice of it
+            line = self.lines[first - 1]
+            if line.isascii():
+                return " ".join(line[node.col_offset:node.end_col_offset].split())
+        return " ".join(self.segment(first, node.col_offset, node.end_lineno,
                                      node.end_col_offset).split())
 
     def condition(self, stmt) -> str:

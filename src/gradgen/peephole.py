@@ -144,6 +144,6 @@ class Shared:
                     if same is not None:
                         return same, None
                     break
-        key = node_key(op.name, inputs, attrs)
+        key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (node.out if node is not None else None), key

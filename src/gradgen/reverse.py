@@ -148,13 +148,11 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 
 def _pull_back(trace, node, g, needed, contributions) -> None:
     ans = trace.tracer(node.out)
-    ins = [trace.tracer(r) if r.node.op.name != "const" else trace.values[r.node]
-           for r in node.inputs]
+    ins = []
+    for r in node.inputs:  # (a plain loop: this runs per node)
+        ins.append(trace.tracer(r) if r.node.op.name != "const" else trace.values[r.node])
     rules = node.op.vjp
-    variadic = node.op.extra.get("variadic", False)
-    # a rule may ask for another order: a[i] = v reads grad_a[i] for v before it zeroes it
-    order = node.op.extra.get("vjp_order", ())
-    deferred = node.op.extra.get("deferred_vjp", ())
+    variadic, order, deferred = _rule_layout(node.op)
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
     for i in order or range(len(node.inputs)):
@@ -168,6 +166,21 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
         args = (node, k, r, rule, g, ans, ins)
         c = _Deferred(args) if i in deferred else _contribution(*args)
         contributions.setdefault(r, []).append((node.serial, c, node, k))
+
+
+_LAYOUTS: dict = {}
+
+
+def _rule_layout(op) -> tuple:
+    """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
+    (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
+    before it zeroes it), and those built only when their input's adjoint is combined."""
+    layout = _LAYOUTS.get(op)
+    if layout is None:
+        extra = op.extra
+        layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
+                                 extra.get("deferred_vjp", ()))
+    return layout
 
 
 def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
