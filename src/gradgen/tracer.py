@@ -329,7 +329,7 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
-_op = OPS.__getitem__  # the row of an operator: Tracer.__mul__ is _op("mul")(self, o)
+_op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
 
 def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
@@ -399,98 +399,98 @@ class Tracer:
     def __repr__(self):
         return f"Traced({self.value!r})"
 
-    # --- arithmetic ----------------------------------------------------------------------
+    # --- arithmetic (bind called directly: one call fewer per operator on a tracer) ----------
     def __add__(self, o):
-        return _op("add")(self, o)
+        return bind(OPS["add"], (self, o), {})
 
     def __radd__(self, o):
-        return _op("add")(o, self)
+        return bind(OPS["add"], (o, self), {})
 
     def __sub__(self, o):
-        return _op("sub")(self, o)
+        return bind(OPS["sub"], (self, o), {})
 
     def __rsub__(self, o):
-        return _op("sub")(o, self)
+        return bind(OPS["sub"], (o, self), {})
 
     def __mul__(self, o):
-        return _op("mul")(self, o)
+        return bind(OPS["mul"], (self, o), {})
 
     def __rmul__(self, o):
-        return _op("mul")(o, self)
+        return bind(OPS["mul"], (o, self), {})
 
     def __truediv__(self, o):
-        return _op("div")(self, o)
+        return bind(OPS["div"], (self, o), {})
 
     def __rtruediv__(self, o):
-        return _op("div")(o, self)
+        return bind(OPS["div"], (o, self), {})
 
     def __pow__(self, o, mod=None):
         if mod is not None:
             raise _unsupported("pow() with a modulus on a traced value")
-        return _op("pow")(self, o)
+        return bind(OPS["pow"], (self, o), {})
 
     def __rpow__(self, o):
-        return _op("pow")(o, self)
+        return bind(OPS["pow"], (o, self), {})
 
     def __matmul__(self, o):
-        return _op("matmul")(self, o)
+        return bind(OPS["matmul"], (self, o), {})
 
     def __rmatmul__(self, o):
-        return _op("matmul")(o, self)
+        return bind(OPS["matmul"], (o, self), {})
 
     def __neg__(self):
-        return _op("neg")(self)
+        return bind(OPS["neg"], (self,), {})
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _op("abs")(self)
+        return bind(OPS["abs"], (self,), {})
 
     def __floordiv__(self, o):
-        return _op("floordiv")(self, o)
+        return bind(OPS["floordiv"], (self, o), {})
 
     def __rfloordiv__(self, o):
-        return _op("floordiv")(o, self)
+        return bind(OPS["floordiv"], (o, self), {})
 
     def __mod__(self, o):
-        return _op("mod")(self, o)
+        return bind(OPS["mod"], (self, o), {})
 
     def __rmod__(self, o):
-        return _op("mod")(o, self)
+        return bind(OPS["mod"], (o, self), {})
 
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise _unsupported("round() with digits of a traced value")
-        return _op("round")(self)
+        return bind(OPS["round"], (self,), {})
 
     def __floor__(self):
-        return _op("floor")(self)
+        return bind(OPS["floor"], (self,), {})
 
     def __ceil__(self):
-        return _op("ceil")(self)
+        return bind(OPS["ceil"], (self,), {})
 
     def __trunc__(self):
-        return _op("trunc")(self)
+        return bind(OPS["trunc"], (self,), {})
 
     # --- comparisons: traced booleans, turned into guards by bool() --------------------------
     def __lt__(self, o):
-        return _op("lt")(self, o)
+        return bind(OPS["lt"], (self, o), {})
 
     def __le__(self, o):
-        return _op("le")(self, o)
+        return bind(OPS["le"], (self, o), {})
 
     def __gt__(self, o):
-        return _op("gt")(self, o)
+        return bind(OPS["gt"], (self, o), {})
 
     def __ge__(self, o):
-        return _op("ge")(self, o)
+        return bind(OPS["ge"], (self, o), {})
 
     def __eq__(self, o):
-        return _op("eq")(self, o)
+        return bind(OPS["eq"], (self, o), {})
 
     def __ne__(self, o):
-        return _op("ne")(self, o)
+        return bind(OPS["ne"], (self, o), {})
 
     __hash__ = object.__hash__
 
