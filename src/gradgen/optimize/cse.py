@@ -10,17 +10,20 @@ from .rewrite import Rewriter
 
 def cse(graph: Graph) -> tuple[Graph, bool]:
     rw = Rewriter(graph)
+    keep = rw.keep
     seen: dict[tuple, Node] = {}
-    for node in graph.nodes:
-        new = rw.rebuilt(node)
-        if node.op.name in UNIQUE:
-            rw.keep(new)
+    for node in graph.nodes:  # (calls kept few: this runs per node, usually changing nothing)
+        new = rw.rebuilt(node) if rw.subst else node
+        name = node.op.name
+        if name in UNIQUE:
+            keep(new)
             continue
-        key = node_key(new.op.name, new.inputs, new.attrs)
+        attrs = new.attrs
+        key = (name, new.inputs) if not attrs else node_key(name, new.inputs, attrs)
         first = seen.get(key)
         if first is None:
             seen[key] = new
-            rw.keep(new)
+            keep(new)
             continue
         if first.name is None and new.name is not None and new.role == first.role:
             first.name = new.name  # the user named the duplicate: keep their name
