@@ -11,7 +11,7 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import Graph, Node, Ref, aval_of
+from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
@@ -262,7 +262,8 @@ def bind(op, args, attrs) -> object:
                   for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
     try:
-        avals = [aval_of(o) for o in out] if op.n_out > 1 else (aval_of(out),)
+        avals = [aval_of(o) for o in out] if op.n_out > 1 else (
+            _PY_AVALS.get(type(out)) or aval_of(out),)  # a Python number's: no call
     except TypeError as e:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
                                    _state.loc or current_loc()) from None
