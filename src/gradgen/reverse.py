@@ -187,7 +187,10 @@ def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
     """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
     saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
     try:
-        return _fit(rule(g, ans, *ins, **node.attrs), r)
+        c = rule(g, ans, *ins, **node.attrs)
+        if type(c) is Tracer and c.ref.node.avals[c.ref.index] is r.node.avals[r.index]:
+            return c  # the common case (Python floats share one Aval): nothing to match
+        return _fit(c, r)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
     finally:
@@ -209,8 +212,6 @@ class _Deferred:
 def _fit(c, ref: Ref):
     """Match a contribution to its input: sum over broadcast axes, cast back to its dtype."""
     aval = ref.aval
-    if isinstance(c, Tracer) and c.ref.node.avals[c.ref.index] is aval:
-        return c  # the common case (Python floats share one Aval): nothing to match
     shape = c.aval.shape if isinstance(c, Tracer) else np.shape(c)
     if shape != aval.shape:
         if len(shape) >= aval.ndim:
@@ -234,7 +235,9 @@ def _combine(entries, node: Node):
         entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
     elif isinstance(entries[0][1], _Deferred):
         entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
-    _, first, user, index = entries[0]
+    key, first, user, index = entries[0]
+    if len(entries) == 1 and not (node.name and key >= 0 and isinstance(first, Tracer)):
+        return first  # nothing to add up or to name: no node to place
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
     loc = user.loc
