@@ -219,3 +219,29 @@ def test_check_finite_module_raises_its_own_error():
             module["f_grad"](np.array([1000.0]))
     assert "softplus.py:6" in str(info.value)
     assert issubclass(module["NonFiniteGradient"], ArithmeticError)
+
+
+def test_sympys_meaning_of_a_max_shares_a_three_way_tie_equally():
+    from gradgen.ops._sym import extreme, sp
+
+    a, b, c = sp.symbols("a b c", real=True)
+    top = extreme("max", a, b, c)
+    at_tie = {a: 2, b: 2, c: 2}
+    assert [sp.diff(top, s).subs(at_tie) for s in (a, b, c)] == [sp.Rational(1, 3)] * 3
+    assert sp.diff(extreme("min", a, b, c), c).subs({a: 1, b: 3, c: 1}) == sp.Rational(1, 2)
+    share = sp.lambdify([a, b, c], [sp.diff(top, s) for s in (a, b, c)], modules="numpy")
+    assert share(1.0, 5.0, 5.0) == [0.0, 0.5, 0.5]
+
+
+def test_a_max_shifted_softmax_is_checked_symbolically():
+    # sympy's Max made this check spend its whole budget and fall back to finite differences
+    def xent(W, X, y):
+        logits = X @ W
+        logits = logits - logits.max(axis=1, keepdims=True)
+        logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+        return -logp[np.arange(len(y)), y].mean()
+
+    rng = np.random.default_rng(0)
+    W, X = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
+    report = check(xent, W, X, np.array([0, 2, 1]))
+    assert report.results[0].method in ("sympy", "proved")

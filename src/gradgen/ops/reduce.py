@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import abstract
-from ._sym import sp
+from ._sym import extreme, sp
 from .adapt import refuse
 from .arith import abs_, eq, maximum
 from .arrays import (
@@ -185,14 +185,14 @@ def _extreme_row(name, np_fn, sym, text, floor_count=False):
 
 
 _TIES = "(ties share it equally)"
-max_ = _extreme_row("max", np.max, lambda *xs: sp.Max(*xs),
+max_ = _extreme_row("max", np.max, lambda *xs: extreme("max", *xs),
                     f"d max(u)/du = 1 at the maximum, 0 elsewhere {_TIES}")
-min_ = _extreme_row("min", np.min, lambda *xs: sp.Min(*xs),
+min_ = _extreme_row("min", np.min, lambda *xs: extreme("min", *xs),
                     f"d min(u)/du = 1 at the minimum, 0 elsewhere {_TIES}")
-nanmax = _extreme_row("nanmax", np.nanmax, lambda *xs: sp.Max(*xs),
+nanmax = _extreme_row("nanmax", np.nanmax, lambda *xs: extreme("max", *xs),
                       f"d nanmax(u)/du = 1 at the maximum, 0 elsewhere and at nan {_TIES}",
                       floor_count=True)
-nanmin = _extreme_row("nanmin", np.nanmin, lambda *xs: sp.Min(*xs),
+nanmin = _extreme_row("nanmin", np.nanmin, lambda *xs: extreme("min", *xs),
                       f"d nanmin(u)/du = 1 at the minimum, 0 elsewhere and at nan {_TIES}",
                       floor_count=True)
 
