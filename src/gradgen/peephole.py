@@ -12,6 +12,7 @@ UNIQUE = {"input", "seed", "guard", "adjoint"}
 
 
 def hashable(value):
+    """An attribute value as a key: arrays by their bytes, floats by their repr."""
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.tobytes())
     if isinstance(value, dict):
@@ -120,8 +121,9 @@ class Shared:
     to be recorded that some node already computes is that node, and a Python number that is
     one of its inputs (``x ** 1``, ``-(-x)``) is that input. What the optimizer's cse and fold
     would do to the backward afterwards, done before the node exists: the passes then find
-    nothing to change, and nothing downstream is rebuilt. Arrays are left to the passes (an
-    identity may not hand the caller an alias of an argument, which only they can tell)."""
+    nothing to change, and nothing downstream is rebuilt. Identities only for Python numbers
+    (for an array one may hand the caller an alias of an argument, which only fold can tell
+    once the outputs are known); views, and arrays built on shapes, are left to cse."""
 
     __slots__ = ("known",)
 

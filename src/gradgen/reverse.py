@@ -294,6 +294,7 @@ def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
 
 
 def _same_scalar(a, b) -> bool:
+    """Are ``a`` and ``b`` one computed scalar (Shared made two equal contributions one)?"""
     return (isinstance(a, Tracer) and isinstance(b, Tracer) and a.ref == b.ref
             and a.ref.aval.shape == () and a.ref.node.op.name != "const")
 
