@@ -147,10 +147,18 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 
 
 def _pull_back(trace, node, g, needed, contributions) -> None:
-    ans = trace.tracer(node.out)
+    # The tracers the rules read (trace.tracer, written out for one output: this runs per
+    # node), constants as their values
+    values = trace.values
+    ans = Tracer(trace, node.out, values[node]) if node.op.n_out == 1 else trace.tracer(
+        node.out)
     ins = []
-    for r in node.inputs:  # (a plain loop: this runs per node)
-        ins.append(trace.tracer(r) if r.node.op.name != "const" else trace.values[r.node])
+    for r in node.inputs:
+        op = r.node.op
+        if op.name == "const":
+            ins.append(values[r.node])
+        else:
+            ins.append(Tracer(trace, r, values[r.node]) if op.n_out == 1 else trace.tracer(r))
     rules = node.op.vjp
     variadic, order, deferred = _rule_layout(node.op)
     if order:
@@ -266,9 +274,11 @@ def _first(entry):
 def _named(g: Tracer, name: str) -> Tracer:
     """``g`` under the user's name for it: an ``adjoint`` node (an identity that carries the
     name). A Python number's is recorded directly: what bind would do, step by step."""
-    if type(g._value) is float and g.ref.aval.py is float:
+    ref = g.ref
+    aval = ref.node.avals[ref.index]
+    if type(g._value) is float and aval.py is float:
         trace = g._trace
-        node = trace.add(adjoint, (g.ref,), {}, (g.ref.aval,), name=name)
+        node = trace.add(adjoint, (ref,), {}, (aval,), name=name)
         trace.values[node] = g._value
         return Tracer(trace, node.out, g._value)
     g = adjoint(g)
