@@ -183,13 +183,18 @@ class GradFunction:
         plain repr shows, before the first call)."""
         if self._last is None:
             return None
-        from .explainer import iframe, page_for_built
+        from .explainer.page import iframe, page_for_built
 
         return iframe(page_for_built(self._last.built, self.fn))
 
     def _build(self, args) -> Built:
-        if self.kind in ("jacobian", "hessian"):
-            return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")
+        if self.kind == "hessian":
+            request = self.request
+            gradient = GradFunction(self.fn, request.argnums if request.as_tuple
+                                    else request.argnums[0])
+            return build_jacobian(self.fn, args, request, gradient)
+        if self.kind == "jacobian":
+            return build_jacobian(self.fn, args, self.request)
         return build(self.fn, args, self.request)
 
     def _compile(self, args) -> _Path:
@@ -321,7 +326,7 @@ def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_fin
     """One self-contained HTML page (inline CSS and JS, nothing fetched, works from disk)
     showing ``fn``'s source, the emitted gradient module with the rule behind each backward
     statement, and the forward and backward graph as inline SVG, linked line by line."""
-    from .explainer import page_for_built  # HTML and SVG load only when a page is asked for
+    from .explainer.page import page_for_built  # HTML and SVG load only when a page is asked for
 
     nums, as_tuple = _normalize_argnums(argnums)
     request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)

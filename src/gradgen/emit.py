@@ -18,7 +18,7 @@ from .loops.emit import RegionWriter
 from .naming import Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER
-from .ops.registry import Expr
+from .ops.registry import Expr, string_literal
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
@@ -51,6 +51,7 @@ class FunctionSpec:
     preset: dict[Node, str] = field(default_factory=dict)
     accumulate: dict[Node, str] = field(default_factory=dict)
     body_only: bool = False
+    owned: frozenset = frozenset()  # inputs whose arrays the loop owns: written in place
 
 
 @dataclass
@@ -120,7 +121,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
-    regions = RegionWriter(graph, namer, spec, constants)
+    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
@@ -137,8 +138,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks(scope)
-    buffers = _Buffers(graph)
+    finite = _FiniteChecks(scope, depth)
+    buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
     liveness = _Liveness(graph, writes)
 
@@ -289,8 +290,24 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
-    classes = {"NonFiniteGradient"} if finite.used else set()
+    # (a loop's backward body checks its own adjoints: loops/emit.py)
+    classes = {"NonFiniteGradient"} if finite.used or "NonFiniteGradient(" in code else set()
     return EmittedFunction(body, guards, imports, helpers, classes, code)
+
+
+def emit_loop_body(spec: FunctionSpec, namer: Namer, constants: ModuleConstants, graph: Graph,
+                   input_names: dict[int, str], preset: dict[Node, str],
+                   accumulate: dict[Node, str], owned: frozenset = frozenset()
+                   ) -> EmittedFunction:
+    """A loop body inside ``spec``'s function, for loops/emit.py (which sits below this
+    module): the function's names, one block deeper, outputs left in ``preset`` names or
+    added into ``accumulate`` ones, no return statement; ``owned`` inputs are buffers the
+    loop may write rows of in place."""
+    body_spec = FunctionSpec(
+        spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
+        input_names=input_names, namer=namer, depth=spec.depth + 1, preset=preset,
+        accumulate=accumulate, body_only=True, owned=owned, check_finite=spec.check_finite)
+    return emit_function(body_spec, constants)
 
 
 class _Buffers:
@@ -299,7 +316,8 @@ class _Buffers:
     one) and nothing reads the old version, or any array sharing its memory, afterwards.
     Otherwise the module copies first, so arguments and live values are never changed."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, owned: frozenset = frozenset()):
+        self.owned = owned
         self.last_use: dict[Node, int] = {}
         end = len(graph.nodes)
         for position, node in enumerate(graph.nodes):
@@ -348,7 +366,7 @@ class _Buffers:
     def writable(self, node: Node, position: int) -> bool:
         base = node.inputs[0].node
         root = self.root.get(base, base)
-        if base in self.readonly or root.op.name in ("input", "seed"):
+        if base in self.readonly or root.op.name in ("input", "seed") and root not in self.owned:
             return False
         if root.op.name == "const":  # a view of a literal: copy
             return False
@@ -356,7 +374,8 @@ class _Buffers:
         if not isinstance(shaped_value(self.values, known.out), np.ndarray) \
                 or base.aval.shape == ():
             return False  # a number (np.float64) cannot be written into
-        if made_as_view(self.values, root.out) and root.op.name != "const":
+        if made_as_view(self.values, root.out) and root.op.name != "const" \
+                and root not in self.owned:
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:
             return False
@@ -417,8 +436,9 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self, scope):
+    def __init__(self, scope, depth: int = 1):
         self.scope = scope
+        self.depth = depth  # 2 and more in a loop's body
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -440,10 +460,10 @@ class _FiniteChecks:
         message = f"{where}{what} is not finite at this input ({names})"
         test = " and ".join(tests)
         line = f"if not ({test}):" if len(tests) > 1 else f"if not {test}:"
-        if len(line) + 4 > LINE_LIMIT and len(tests) > 1:  # one test per line, as ruff does
+        if len(line) + 4 * self.depth > LINE_LIMIT and len(tests) > 1:  # one per line, as ruff
             line = "if not (\n    " + "\n    and ".join(tests) + "\n):"
         body.append(line)
-        body.extend(raise_lines("NonFiniteGradient", message, indent=8))
+        body.extend(raise_lines("NonFiniteGradient", message, indent=4 * self.depth + 4))
         code_parts.append(test)
         self.names = []
         self.used = True
@@ -459,12 +479,6 @@ def raise_lines(cls: str, message: str, indent: int) -> list[str]:
     chunks = textwrap.wrap(message, width, drop_whitespace=False, break_long_words=True,
                            break_on_hyphens=False)
     return [f"    raise {cls}(", *(f"        {string_literal(c)}" for c in chunks), "    )"]
-
-
-def string_literal(text: str) -> str:
-    """A double-quoted Python string literal (the quote style ruff format keeps)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
 
 
 def _rule_of(node: Node) -> tuple[str, ...]:

@@ -22,14 +22,13 @@ _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
 
 
 def _traced_math_function(name: str, fn):
-    handler = BOUND.get(fn)
-
     def traced(*args, **kwargs):
         for a in args:  # (a plain loop: this runs per math call of the traced code)
             if isinstance(a, Tracer):
                 break
         else:
             return fn(*args, **kwargs)
+        handler = BOUND.get(fn)  # looked up now: the rows register after this module loads
         if handler is None:
             raise UnsupportedOperation(
                 f"math.{name} has no gradient rule in gradgen", current_loc(),

@@ -10,14 +10,22 @@ from __future__ import annotations
 import ast
 import keyword
 import re
-
-from .source import LineInfo
+from dataclasses import dataclass
 
 # Statements that libcst called "small": one or more of them (``a = 1; b = 2``) make a line.
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Pass,
            ast.Break, ast.Continue, ast.Delete, ast.Import, ast.ImportFrom, ast.Global,
            ast.Nonlocal, ast.Raise, ast.Assert)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True, slots=True)
+class LineInfo:
+    """What a source line holds: the targets it assigns, its statement, a branch test."""
+
+    targets: tuple[str, ...] = ()
+    statement: str = ""
+    condition: str | None = None
 
 
 def parse_def(lines: list[str], first: int) -> ast.stmt | None:

@@ -13,7 +13,7 @@ from .ir import Graph, Node, Ref
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
-from .ops.core import _seed_value, add_n, adjoint, cast
+from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
 from .tracer import Trace, Tracer, at_loc, swap_loc
 
@@ -98,7 +98,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if node.op.name == "loop":
                 with at_loc(node.loc):
                     pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                                   contributions)
+                                   contributions, reverse)
                 continue
             if node.op.name == "function_output":
                 siblings = function_calls[node.attrs["call"], node.inputs[1:]]
@@ -284,9 +284,6 @@ def _named(g: Tracer, name: str) -> Tracer:
     g = adjoint(g)
     g.ref.node.name = name
     return g
-
-
-MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
 
 
 def _fused_sum(terms: list, uses: tuple, partial_name: str | None):

@@ -12,7 +12,7 @@ import numpy as np
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
-from .ops.registry import BOUND, OPS
+from .ops.registry import BOUND, OPS, set_bind
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
 
@@ -562,9 +562,7 @@ class Tracer:
         return BOUND["getitem"](self, index)
 
     def __setitem__(self, index, value):
-        from .inplace import assign
-
-        assign(self, index, value)
+        BOUND["setitem"](self, index, value)
 
     # x += y on a number rebinds the name (x = x + y); on an array it writes into the array,
     # which every view and alias of it sees: a new version (see inplace.py).
@@ -572,9 +570,7 @@ class Tracer:
         result = _op(op_name)(self, o)
         if not isinstance(shaped(self), np.ndarray):
             return result
-        from .inplace import overwrite
-
-        overwrite(self, result)
+        BOUND["overwrite"](self, result)
         return self
 
     def __iadd__(self, o):
@@ -599,9 +595,7 @@ class Tracer:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         out = kwargs.pop("out", None)
         if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
-            from .inplace import add_at
-
-            return add_at(*inputs)
+            return BOUND["add.at"](*inputs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
         handler = BOUND.get(ufunc)
@@ -613,9 +607,8 @@ class Tracer:
         result = handler(*_numpy_scalars(inputs))
         if out is None:
             return result
-        from .inplace import write_out  # np.add(a, b, out=a): the result written into a
-
-        return write_out(out, result, ufunc.__name__)
+        # np.add(a, b, out=a): the result written into a
+        return BOUND["out="](out, result, ufunc.__name__)
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
@@ -658,14 +651,12 @@ class Tracer:
         return _op("copy")(np.reshape(self, (self.size,)))  # a copy, never a view
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        from .ops.core import cast
-
         dtype = np.dtype(dtype)
         if dtype.kind not in "biuf":
             raise _unsupported(f".astype({dtype}) of a traced value")
         if dtype == self.dtype and not copy:
             return self
-        return cast(self, dtype=dtype.name)
+        return _op("cast")(self, dtype=dtype.name)
 
     def copy(self, order="C"):
         return _op("copy")(self)
@@ -677,9 +668,7 @@ class Tracer:
         return self
 
     def fill(self, value):
-        from .inplace import overwrite
-
-        overwrite(self, value)
+        BOUND["overwrite"](self, value)
 
     # & | ^ ~ on boolean masks: the logical rows (on integers, NumPy's bitwise ufuncs)
     def _bits(self, logical, bitwise, o, first=True):
@@ -723,9 +712,7 @@ class Tracer:
         result = ufunc(self, o)
         if not isinstance(shaped(self), np.ndarray):
             return result
-        from .inplace import overwrite
-
-        overwrite(self, result)
+        BOUND["overwrite"](self, result)
         return self
 
     @property
@@ -743,9 +730,7 @@ class Tracer:
         raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
     def sort(self, axis=-1, kind=None, order=None):
-        from .inplace import overwrite
-
-        overwrite(self, np.sort(self, axis=axis))
+        BOUND["overwrite"](self, np.sort(self, axis=axis))
 
 
 def _method_twin(name: str, func):
@@ -864,3 +849,6 @@ def is_tracer(x) -> bool:
 
 for _name, _func in _METHOD_TWINS.items():
     setattr(Tracer, _name, _method_twin(_name, _func))
+
+
+set_bind(bind)

@@ -13,7 +13,7 @@ from .errors import GradgenError
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, analyse_code, frame_line, is_user_file, refresh
+from .source import SourceLoc, analyse_code, frame_line, is_user_file, parameter_names, refresh
 from .tracer import Trace, Tracer, set_watcher
 
 
@@ -173,25 +173,6 @@ def _gradgen_cause(error: BaseException) -> GradgenError | None:
         error = error.__cause__ or error.__context__
         seen += 1
     return None
-
-
-def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
-    """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
-    e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())[skip:]
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                   params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            names.append(f"{params[-1].name}_{i - len(params) + 1}")
-        else:
-            names.append(f"arg{i}")
-    return names
 
 
 def function_name(fn) -> str:

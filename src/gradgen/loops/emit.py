@@ -16,7 +16,8 @@ from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
-from .region import BackwardPlan, Region
+from ..optimize import optimize
+from .region import BackwardPlan, Moving, Region, Slice, has_moving
 
 
 @dataclass
@@ -56,6 +57,82 @@ def _affine(var: str, a: int, b: int) -> str:
     if a == -1:
         return f"{b} - {var}"
     return f"{head} + {b}" if b > 0 else f"{head} - {-b}"
+
+
+def _rows_at(graph: Graph, var: str, start: int) -> Graph:
+    """``graph`` with its moving index items (loops/region.py) written in the loop variable:
+    ``h[t] = ...``, ``h[t - 1]``."""
+    if not any(has_moving(n) for n in graph.nodes):
+        return graph
+    values = graph.meta.get("values") or {}
+    new_values = dict(values)
+    mapping: dict[Node, Node] = {}
+    nodes = []
+    for node in graph.nodes:
+        ins = tuple(Ref(mapping.get(r.node, r.node), r.index) for r in node.inputs)
+        attrs = node.attrs
+        if has_moving(node):
+            attrs = {**attrs, "index": tuple(
+                _Raw(_affine(var, i.step, int(i) - i.step * start)) if type(i) is Moving else i
+                for i in attrs["index"])}
+        if ins != node.inputs or attrs is not node.attrs:
+            new = Node(node.op, ins, attrs, node.avals, node.loc, node.name, node.role,
+                       node.serial, node.origin)
+            mapping[node] = new
+            if node in values:
+                new_values[new] = values[node]
+            node = new
+        nodes.append(node)
+    outputs = [Ref(mapping.get(r.node, r.node), r.index) for r in graph.outputs]
+    return Graph(nodes, graph.inputs, outputs, {**graph.meta, "values": new_values})
+
+
+def _copied_rows(graph: Graph, n_carry: int, buffers: set[Node]) -> Graph:
+    """The forward body with each saved row of a buffer (``h[t - 2]``, a view) saved as a
+    copy taken where it is read: later trips, and code after the loop, write into the buffer
+    in place, and the backward reads the row as it was."""
+    saved = {r.node for r in graph.outputs[n_carry:]}
+    copies: dict[Node, Node] = {}
+    for node in graph.nodes:
+        root = node
+        while root.is_view:
+            root = root.inputs[0].node
+        if node in saved and node.is_view and root in buffers:
+            copies[node] = Node(OPS["copy"], (node.out,), {}, node.avals, node.loc,
+                                node.name or "row", node.role)
+    if not copies:
+        return graph
+    values = dict(graph.meta.get("values") or {})
+    nodes = []
+    for node in graph.nodes:
+        nodes.append(node)
+        if node in copies:
+            nodes.append(copies[node])
+            if node in values:
+                values[copies[node]] = values[node]
+    outputs = [*graph.outputs[:n_carry],
+               *(copies[r.node].out if r.node in copies else r for r in graph.outputs[n_carry:])]
+    return Graph(nodes, graph.inputs, outputs, {**graph.meta, "values": values})
+
+
+def _buffers(graph: Graph, carries) -> set[int]:
+    """The carries (positions among ``graph``'s inputs) the body writes rows of in place: the
+    loop owns their arrays (a fresh copy of the value it starts from)."""
+    positions = {graph.inputs[c]: c for c in carries}
+    return {positions[n.inputs[0].node] for n in graph.nodes
+            if n.op.extra.get("statement") and n.inputs[0].node in positions}
+
+
+def _row_name(body: Graph, c: int, var: str) -> str | None:
+    """A name for an unnamed carry that is what the trip wrote into a row of a buffer:
+    ``h_t`` for the ``v`` of ``h[t] = v``."""
+    out = body.outputs[c].node
+    for node in body.nodes:
+        if (node.op.name == "index_update" and node.inputs[1].node is out
+                and node.inputs[0].node in body.inputs and has_moving(node)):
+            buffer = node.inputs[0].node.name
+            return f"{buffer}_{var}" if buffer else None
+    return None
 
 
 def _start_of(expr, node: Node, c: int):
@@ -208,8 +285,6 @@ def plain_body(region: Region) -> Graph:
     """The body as the forward of a loop nobody differentiates runs it: optimized once."""
     cached = region._plans.get("plain")
     if cached is None:
-        from ..optimize import optimize
-
         cached = region._plans["plain"] = optimize(region.body)
     return cached
 
@@ -218,10 +293,11 @@ class RegionWriter:
     """Writes the loop nodes of one emitted function (or loop body) as statements, and knows
     the variables their results are left in."""
 
-    def __init__(self, graph: Graph, namer, spec, constants):
+    def __init__(self, graph: Graph, namer, spec, constants, emit_body):
         self.namer = namer
         self.spec = spec
         self.constants = constants
+        self.emit_body = emit_body  # emit.emit_loop_body: bodies print like functions
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
@@ -229,10 +305,11 @@ class RegionWriter:
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
+        self.position = {node: position for position, node in enumerate(graph.nodes)}
         for position, node in enumerate(graph.nodes):
             reads = node.inputs
             if node.op.name == "loop_bwd":
-                reads = reads[1 + len(node.attrs["plan"].region.body.inputs):]
+                reads = reads[1 + node.attrs["plan"].region.n_outer:]
             for ref in reads:
                 self.last[ref.node] = position
         for ref in graph.outputs:
@@ -295,26 +372,38 @@ class RegionWriter:
         return name
 
     def _carry_var(self, base: str, expr, node: Node, owner: Node, position: int,
-                   lines: list[str]) -> str:
+                   lines: list[str], buffer: bool = False) -> str:
         """The variable a carry lives in: the user's name; the value before the loop is
-        assigned to it unless it already is that variable and nothing reads it later."""
-        if (expr.text == base and self.last.get(node, position) <= position
-                and sum(r.node is node for r in owner.inputs) == 1):
+        assigned to it unless it already is that variable and nothing reads it later. A
+        buffer the body writes rows of starts from a copy unless the loop may take the
+        value's own array (a new literal, or a value computed here that nothing else reads)."""
+        dead = (self.last.get(node, position) <= position
+                and sum(r.node is node for r in owner.inputs) == 1)
+        text = expr.text
+        if buffer and not (self._fresh(node, text) and (dead or node.op.name == "const")):
+            text = f"{text}.copy()" if re.fullmatch(r"[\w.]+", text) else f"np.array({text})"
+        elif text == base and dead:
             return base
         name = self.namer.fresh(base)
-        lines.append(f"{name} = {expr.text}")
+        lines.append(f"{name} = {text}")
         return name
 
-    def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
-              accumulate: dict[Node, str]):
-        from ..emit import FunctionSpec, emit_function
+    def _fresh(self, node: Node, text: str) -> bool:
+        """Is ``node``'s array the module's own, free to be written into once nothing else
+        reads it? (A literal, ``np.zeros(...)``, is a new array wherever it is written.)"""
+        if node.op.name == "const":
+            return text not in self.constants.by_key.values()
+        while node.op.name == "adjoint":  # grad_h, a name for 2 * h: that array if only it reads it
+            inner = node.inputs[0].node
+            if self.last.get(inner) != self.position[node]:
+                return False
+            node = inner
+        return not (node.is_view or node.op.name in ("input", "seed", "loop_out"))
 
-        spec = self.spec
-        body_spec = FunctionSpec(
-            spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
-            input_names=input_names, namer=self.namer, depth=spec.depth + 1, preset=preset,
-            accumulate=accumulate, body_only=True)
-        return emit_function(body_spec, self.constants)
+    def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
+              accumulate: dict[Node, str], owned: frozenset = frozenset()):
+        return self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
+                              preset, accumulate, owned)
 
     def _comment(self, region: Region, suffix: str = "") -> list[str]:
         loc = region.header
@@ -334,27 +423,40 @@ class RegionWriter:
         graph = split.forward if split is not None else plain_body(region)
         lines = self._comment(region)
         body_inputs = region.body.inputs
-        carries = [self._carry_var(body_inputs[c].name or "carry", _start_of(args[c], node, c),
-                                   node.inputs[c].node, node, position, lines)
+        user_var = region.var if region.var and region.var != "_" else "t"
+        buffers = _buffers(graph, range(n_carry))
+        carries = [self._carry_var(body_inputs[c].name or _row_name(region.body, c, user_var)
+                                   or "carry", _start_of(args[c], node, c),
+                                   node.inputs[c].node, node, position, lines, c in buffers)
                    for c in range(n_carry)]
         sources = [self._bound(args[n_carry + s], node.inputs[n_carry + s].node.name, lines)
                    for s in range(n_slice)]
         invariants = [self._bound(a, body_inputs[n_carry + n_slice + i].name, lines)
                       for i, a in enumerate(args[n_carry + n_slice:])]
-        start = next((x for s in region.slices for x, d in zip(s.template, s.step,
-                                                                strict=True) if d == 1), None)
-        uses_var = bool(region.slices) or split is not None
-        user_var = region.var if region.var and region.var != "_" else "t"
+        rows = [*region.slices, *(Slice(n.attrs["index"], tuple(
+            i.step if type(i) is Moving else 0 for i in n.attrs["index"]))
+            for n in region.body.nodes if has_moving(n))]
+        start = next((x for s in rows for x, d in zip(s.template, s.step, strict=True)
+                      if d == 1), None)
+        if start is None:  # the loop counts as the user's does: for t in range(1, n)
+            start = next((first for step, first in region.counters if step == 1), None)
+        uses_var = bool(rows) or bool(region.counters) or split is not None
         var = self._loop_var(user_var) if uses_var else "_"
+        graph = _rows_at(graph, var, start or 0)
+        if buffers and split is not None:
+            graph = _copied_rows(graph, n_carry, {graph.inputs[c] for c in buffers})
         info = _Forward(var, start or 0, carries, sources, invariants)
         names = {c: carries[c] for c in range(n_carry)}
         for s, sl in enumerate(region.slices):
             names[n_carry + s] = self._slice_text(sources[s], sl, info)
         for i, name in enumerate(invariants):
             names[n_carry + n_slice + i] = name
+        for i in range(region.n_outer, len(body_inputs)):
+            names[i] = self._counter_text(region, i, info)
         preset = _fixed_names(graph, [(c, carries[c], graph.inputs[c])
                                       for c in range(n_carry)])
-        emitted = self._body(graph, names, preset, {})
+        owned = frozenset(graph.inputs[c] for c in buffers)
+        emitted = self._body(graph, names, preset, {}, owned)
         end: list[str] = []
         after: list[str] = []
         if split is not None:  # lists for what the backward loop reads, named after it
@@ -364,9 +466,11 @@ class RegionWriter:
             for c in range(n_carry):
                 read = any(kind == "body" and i == c for kind, i in split.sources)
                 if read or any(next_values.get(v) == c for v in split.saved):
+                    # a buffer written in place is saved as a copy of each trip's version
+                    kept = f"{carries[c]}.copy()" if c in buffers else carries[c]
                     info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
-                    lines.append(f"{info.saved_carries[c]} = [{carries[c]}]")
-                    after.append(f"{info.saved_carries[c]}.append({carries[c]})")
+                    lines.append(f"{info.saved_carries[c]} = [{kept}]")
+                    after.append(f"{info.saved_carries[c]}.append({kept})")
             for r, value in enumerate(split.saved):
                 if value in next_values:
                     info.saved.append(None)
@@ -382,6 +486,11 @@ class RegionWriter:
         self.forward[node] = info
         self.results[node] = carries
         return lines, emitted.guards * region.trips
+
+    @staticmethod
+    def _counter_text(region: Region, i: int, info: _Forward) -> str:
+        step, first = region.counters[i - region.n_outer]
+        return _affine(info.var, step, first - step * info.start)
 
     def _slice_text(self, source: str, sl, info: _Forward) -> str:
         items = tuple(_Raw(_affine(info.var, d, x - d * info.start)) if d else x
@@ -404,15 +513,24 @@ class RegionWriter:
         region = plan.region
         split = split_plan(plan)
         info = self.forward[node.inputs[0].node]
-        n_in = len(region.body.inputs)
+        n_in = region.n_outer
         n_carry, n_slice = region.n_carry, region.n_slice
         lines = self._comment(region, "  (backward)")
         cot_args = args[1 + n_in:]
         adjoints: dict[int, str] = {}
+        graph = _rows_at(split.backward, info.var, info.start)
+        adjoint_in = {i: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
+                      if kind == "adjoint"}
+        buffers: set[int] = set()  # carries whose adjoint the body writes rows of
         for j, c in enumerate(plan.carries):
+            written = j in adjoint_in and any(
+                n.op.extra.get("statement") and n.inputs[0].node is adjoint_in[j]
+                for n in graph.nodes)
+            if written:
+                buffers.add(c)
             adjoints[c] = self._carry_var(f"grad_{info.carries[c]}", cot_args[j],
                                           node.inputs[1 + n_in + j].node, node, position,
-                                          lines)
+                                          lines, written)
         saved_at = _affine(info.var, 1, -info.start)
         next_at = _affine(info.var, 1, 1 - info.start)
         names: dict[int, str] = {}
@@ -423,6 +541,8 @@ class RegionWriter:
                 names[b] = f"{info.saved_carries[info.next_of[i]]}[{next_at}]"
             elif kind == "saved":
                 names[b] = f"{info.saved[i]}[{saved_at}]"
+            elif i >= n_in:
+                names[b] = self._counter_text(region, i, info)
             elif i < n_carry:
                 names[b] = f"{info.saved_carries[i]}[{saved_at}]"
             elif i < n_carry + n_slice:
@@ -450,7 +570,6 @@ class RegionWriter:
                 lines.append(f"{total} = {_zero_text(node.inputs[1 + i].node, inv)}")
                 targets[plan.wrt.index(i)] = total
             results.append(total)
-        graph = split.backward
         carry_pairs = [(plan.wrt.index(c), adjoints[c]) for c in plan.carries]
         old = {plan.carries[i]: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
                if kind == "adjoint"}
@@ -468,7 +587,8 @@ class RegionWriter:
         var = self._loop_var(info.var) if info.var != "_" else "_"
         if var != info.var:
             raise AssertionError("a backward loop reuses its forward loop's variable")
-        emitted = self._body(graph, names, preset, accumulate)
+        owned = frozenset(adjoint_in[j] for j, c in enumerate(plan.carries) if c in buffers)
+        emitted = self._body(graph, names, preset, accumulate, owned)
         end = [f"{text} += {emitted.results[k]}" for k, text in targets.items()
                if output_nodes[k] not in accumulate]
         end += self._updates([a for _, a in carry_pairs],

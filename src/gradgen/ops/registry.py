@@ -99,14 +99,19 @@ class Op:
         return f"<op {self.name}>"
 
 
-def _bind(op, args, attrs):
-    """tracer.bind, imported on first use (tracer imports this module), then called
-    directly: an op is applied once per traced operation."""
-    global _bind
-    from ..tracer import bind
+def _unbound(op, args, attrs):
+    raise RuntimeError(f"{op.name} was applied before gradgen.tracer was imported")
 
+
+# How ``op(*args)`` applies an op: tracer.bind (concretely, or recorded as a node when an
+# argument is traced). The tracer reads this table, so it sits above it and hands ``bind``
+# down through ``set_bind`` when it is imported.
+_bind = _unbound
+
+
+def set_bind(bind) -> None:
+    global _bind
     _bind = bind
-    return bind(op, args, attrs)
 
 
 OPS: dict[str, Op] = {}
@@ -169,6 +174,12 @@ def value_text(value) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(value_text(v) for v in value) + "]"
     return repr(value)
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted Python string literal (the quote style ruff format keeps)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:

@@ -7,8 +7,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
-from ..ops.core import add_n
-from ..reverse import MAX_FUSED_TERMS
+from ..ops.core import MAX_FUSED_TERMS, add_n
 from .rewrite import Rewriter
 
 
