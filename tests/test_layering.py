@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("printing", "dot", "explainer", "explainer.svg", "explainer.graphview"),
     ("ir",),
     ("abstract",),  # shapes and dtypes without data
+    ("peephole",),  # exact one-node rewrites (a node's CSE key, x ** 1): reverse and optimize
     ("ops.registry", "ops"),  # the table, the op record and its printers; no row yet
     ("tracer",),  # applies every op (registry.set_bind) and records it
     ("ops.*", "dialects"),  # the rows, family by family, and how each target spells them

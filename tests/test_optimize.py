@@ -181,6 +181,29 @@ def test_idempotent_passes_leave_nothing_for_a_second_sweep(fn, args, wrt, run_p
         assert not changed and again.nodes == graph.nodes
 
 
+def shared_backward(x, y):
+    a = x * x  # two equal contributions: 2 * (grad_a * x)
+    b = math.sin(a) + math.cos(a)  # the backward's cos(a) is the forward's
+    c = b**2 + 2.0 * y  # d(b ** 2) = 2 * b ** 1 * ...: b ** 1 is b; 2.0 and 2 are constants
+    return c * c - y
+
+
+def test_the_scalar_backward_is_built_with_nothing_left_for_cse_and_fold():
+    """reverse records the backward through peephole.Shared: no node the graph already has,
+    no ``x ** 1``, no ``t + t``, no second constant 2. cse and fold, run afterwards, find
+    nothing to change (so optimize ends after one round of scans)."""
+    joint = _joint(shared_backward, (0.7, 1.3), [0, 1])
+    for run_pass in (cse, fold):
+        _, changed = run_pass(joint)
+        assert not changed, run_pass.__name__
+    ops = _ops(joint)
+    assert ops.count("cos") == 1 and "pow" in ops and ops.count("pow") == 1
+    assert "add_n" not in [n.op.name for n in joint.nodes if n.inputs and len(
+        set(n.inputs)) < len(n.inputs)]
+    expected = [shared_backward(0.7, 1.3)]
+    _assert_identical(_run(joint, (0.7, 1.3))[:1], expected)
+
+
 # --- what each pass is for -------------------------------------------------------------------
 
 

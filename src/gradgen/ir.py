@@ -84,6 +84,9 @@ class Ref(NamedTuple):
         return f"Ref(%{self.node.serial}, {self.index})"
 
 
+_new_ref = tuple.__new__
+
+
 class _SerialCounter:
     """Node serials: creation order, used for deterministic ordering (never id())."""
 
@@ -164,7 +167,7 @@ class Node:
 
     @property
     def out(self) -> Ref:
-        return Ref(self, 0)
+        return _new_ref(Ref, (self, 0))  # Ref(self, 0) without NamedTuple's Python __new__
 
     @property
     def aval(self) -> Aval:

@@ -84,11 +84,12 @@ class BindingObserver:
                 self.stack.clear()
                 self.boundary = None
 
-    def see(self, frame, callee) -> None:
-        """A value is about to be recorded from user ``frame``, inside its call ``callee``."""
+    def see(self, frame, callee, line: int | None = None) -> None:
+        """A value is about to be recorded from user ``frame`` (running ``line``, if known),
+        inside its call ``callee``."""
         state = self.frames.get(frame)
         if state is not None and frame is self.stack[-1]:
-            self._step(frame, state, callee)
+            self._step(frame, state, callee, line)
             return
         new = []  # user frames not seen before, innermost first, with the frame each calls
         known = frame
@@ -104,8 +105,10 @@ class BindingObserver:
             self.frames[user] = _FrameNames(user, calls, analyse_code(user.f_code))
             self.stack.append(user)
 
-    def _step(self, frame, state: _FrameNames, callee) -> None:
-        line, lasti = frame_line(frame), frame.f_lasti
+    def _step(self, frame, state: _FrameNames, callee, line: int | None = None) -> None:
+        if line is None:
+            line = frame_line(frame)
+        lasti = frame.f_lasti
         if line == state.line and (lasti > state.lasti or lasti == state.lasti
                                    and callee is state.callee):
             state.lasti, state.callee = lasti, callee  # still the same run of the line

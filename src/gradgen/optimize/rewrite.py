@@ -17,6 +17,9 @@ class Rewriter:
         self.values = graph.meta.get("values")
         self.subst: dict[Ref, Ref] = {}
         self.nodes: list[Node] = []
+        # keep(node): the node as it is, next in the new graph (list.append itself: a pass
+        # calls it per node)
+        self.keep = self.nodes.append
         self.changed = False
 
     def resolve(self, ref: Ref) -> Ref:
@@ -36,9 +39,6 @@ class Rewriter:
         for i in range(len(node.avals)):
             self.subst[Ref(node, i)] = Ref(new, i)
         return new
-
-    def keep(self, node: Node) -> None:
-        self.nodes.append(node)
 
     def add(self, nodes) -> None:
         """Keep new nodes a pass built, with what is known of their values when the graph
