@@ -5,14 +5,10 @@
 
 For each size, a fresh unrolled scalar function (benchmarks/workload.py, the generator behind
 math200.py) is written to a new file with unique text, so no per-file cache helps, and
-``gradgen.grad(f, argnums=(0, 1, 2))`` is called once. The stages are timed by wrapping the
-functions ``gradgen.build`` and ``gradgen.api`` call (exclusive times: source analysis is not
-counted again inside trace):
-
-- source analysis: names and statements of the user's lines (``gradgen.source``);
-- trace: running f on tracers, with the binding observer that names values;
-- reverse, optimize, emit, source hash (``# Source sha256:`` header), compile (exec);
-- other: everything else in the call (argument checks, conversions, the first run).
+``gradgen.grad(f, argnums=(0, 1, 2))`` is called once. The stages are the ones the benchmark
+report splits a first call into, timed the same way (``stages.StageTimer``: exclusive times,
+so source analysis is not counted again inside trace); fresh files are
+``part_first_call.FreshModules``'.
 
 ``observer`` is measured apart: the same trace again on the same file (source analysis now
 cached) with and without gradgen's line observer. With ``--jax``, the 200-op fixture's
@@ -26,12 +22,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import gc
-import importlib.util
 import statistics
 import sys
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -39,109 +32,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import stages
 import workload
+from part_first_call import FreshModules
 
 import gradgen
-import gradgen.api
-import gradgen.build
-import gradgen.source
 import gradgen.tracing
 
 ARGNUMS = (0, 1, 2)
 POINT = workload.POINT
-
-# (module, attribute, stage): the calls whose time is a stage of the first call
-STAGES = [
-    (gradgen.tracing, "analyse_code", "source analysis"),
-    (gradgen.source, "analyse_file", "source analysis"),
-    (gradgen.build, "trace_function", "trace"),
-    (gradgen.build, "reverse", "reverse"),
-    (gradgen.build, "optimize", "optimize"),
-    (gradgen.build, "dce", "optimize"),
-    (gradgen.build, "emit_module", "emit"),
-    # a call writes only the function it runs (text_of), the whole module when read (text);
-    # gradgen.emit is the function of that name, the module is in sys.modules
-    (sys.modules["gradgen.emit"].Module, "text_of", "emit"),
-    (sys.modules["gradgen.emit"].Module, "text", "emit"),
-    (gradgen.build, "source_hash", "source hash"),
-    (gradgen.api, "load_module", "compile"),
-]
 CLOCK = time.process_time  # --wall: time.perf_counter
-
-ORDER = ["source analysis", "trace", "reverse", "optimize", "emit", "source hash", "compile",
-         "other"]
-
-
-class StageClock:
-    """Exclusive wall time per stage: a stage called inside another is subtracted from it."""
-
-    def __init__(self):
-        self.totals: dict[str, float] = {}
-        self._stack: list[list] = []  # [stage, start, time spent in nested stages]
-
-    def wrap(self, fn, stage):
-        @functools.wraps(fn)
-        def timed(*args, **kwargs):
-            self._stack.append([stage, CLOCK(), 0.0])
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                name, start, nested = self._stack.pop()
-                spent = CLOCK() - start
-                self.totals[name] = self.totals.get(name, 0.0) + spent - nested
-                if self._stack:
-                    self._stack[-1][2] += spent
-
-        return timed
-
-    @contextlib.contextmanager
-    def installed(self):
-        saved = []
-        for module, attr, stage in STAGES:
-            fn = getattr(module, attr, None)
-            if fn is None:
-                continue  # a stage this version of gradgen does not have
-            saved.append((module, attr, fn))
-            setattr(module, attr, self.wrap(fn, stage))
-        try:
-            yield self
-        finally:
-            for module, attr, fn in saved:
-                setattr(module, attr, fn)
-
-
-class FreshModules:
-    """Each function in a new file with unique text: nothing cached makes a first call cheap."""
-
-    def __init__(self):
-        self.dir = tempfile.TemporaryDirectory(prefix="gradgen-profile-")
-        self.count = 0
-        self.programs: dict[int, list] = {}
-
-    def load(self, n_ops: int) -> types.ModuleType:
-        self.count += 1
-        if n_ops not in self.programs:
-            self.programs[n_ops] = workload.generate(n_ops, seed=workload.FIXTURE_SEED)
-        text = (f'"""fresh copy {self.count} of a {n_ops}-op function"""\nimport math\n\n\n'
-                + workload.function_source(self.programs[n_ops]))
-        path = Path(self.dir.name) / f"profile_fresh_{self.count}.py"
-        path.write_text(text)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
 
 
 def first_call(f) -> tuple[float, dict[str, float]]:
     """Seconds of one fresh ``gradgen.grad`` call, and its stages."""
     gc.collect()
-    with StageClock().installed() as clock:
+    with stages.StageTimer(clock=CLOCK) as timer:
         start = CLOCK()
         gradgen.grad(f, argnums=ARGNUMS)(*POINT)
         total = CLOCK() - start
-    stages = dict(clock.totals)
-    stages["other"] = total - sum(stages.values())
-    return total, stages
+    return total, timer.split(total)
 
 
 @contextlib.contextmanager
@@ -167,28 +77,28 @@ def trace_seconds(f) -> float:
 
 def profile_sizes(sizes: list[int], rounds: int) -> None:
     fresh = FreshModules()
-    first_call(fresh.load(20).f)  # imports, op tables
+    first_call(fresh.load("unrolled", 20).f)  # imports, op tables
     print("First call of gradgen.grad(f, argnums=(0, 1, 2)) on unrolled scalar `math` code; "
           f"µs per op, medians over fresh files ({'wall' if CLOCK is time.perf_counter else 'CPU'}"
           " time)")
-    header = ["ops", "rounds", "first call", "per op", *ORDER, "observer"]
+    header = ["ops", "rounds", "first call", "per op", *stages.STAGE_NAMES, "observer"]
     print(" | ".join(f"{h:>15}" if i > 1 else h for i, h in enumerate(header)))
     for n in sizes:
         runs = max(1, rounds if n <= 10_000 else 1)
-        totals, stages, observer = [], {s: [] for s in ORDER}, []
+        totals, split_by, observer = [], {s: [] for s in stages.STAGE_NAMES}, []
         for _ in range(runs):
-            module = fresh.load(n)
+            module = fresh.load("unrolled", n)
             total, split = first_call(module.f)
             totals.append(total)
-            for stage in ORDER:
-                stages[stage].append(split.get(stage, 0.0))
+            for stage in stages.STAGE_NAMES:
+                split_by[stage].append(split[stage])
             with_observer = trace_seconds(module.f)
             with observer_off() as off:
                 without = trace_seconds(module.f) if off else float("nan")
             observer.append(with_observer - without)
         total = statistics.median(totals)
         cells = [f"{n:,}", f"{runs}", f"{total * 1e3:.1f} ms", f"{total / n * 1e6:.0f} µs"]
-        cells += [f"{statistics.median(stages[s]) / n * 1e6:.1f}" for s in ORDER]
+        cells += [f"{statistics.median(split_by[s]) / n * 1e6:.1f}" for s in stages.STAGE_NAMES]
         cells.append(f"{statistics.median(observer) / n * 1e6:.1f}")
         print(" | ".join(f"{c:>15}" if i > 1 else c for i, c in enumerate(cells)), flush=True)
     fresh.dir.cleanup()
@@ -208,7 +118,7 @@ def compare_jax(rounds: int) -> None:
     shim = types.SimpleNamespace(**{n: getattr(jnp, n) for n in workload.UNARY})
     ours, theirs = [], []
     for _ in range(rounds + 1):  # the first round warms both up
-        module = fresh.load(workload.FIXTURE_OPS)
+        module = fresh.load("unrolled", workload.FIXTURE_OPS)
         gc.collect()
         start = time.perf_counter()  # wall time on both sides: XLA compiles on many threads
         gradgen.grad(module.f, argnums=ARGNUMS)(*POINT)

@@ -1,4 +1,4 @@
-"""A tanh recurrent network unrolled over T steps into a preallocated state buffer.
+"""A tanh recurrent network run over T steps, its states written into a preallocated buffer.
 
 h[t] = tanh(W @ h[t-1] + U @ x[t] + b), written row by row into h = np.zeros((T, n)); the
 loss is a squared error on the readout of every state plus a term on the last state.

@@ -62,6 +62,36 @@ def numeric_grad(f, args, argnum: int = 0, eps: float = 1e-6) -> np.ndarray:
     return out
 
 
+def assert_gradient(f, *args, argnums=0, rtol: float = 1e-6):
+    """gradgen's gradient of ``f`` at ``args`` equals central differences, shaped like its
+    argument, and the emitted module computes the same value and gradient. Returns (the
+    gradient as ``grad`` returns it, the emitted source)."""
+    import gradgen
+
+    grads = gradgen.grad(f, argnums=argnums)(*args)
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    each = grads if isinstance(argnums, tuple) else (grads,)
+    for k, g in zip(nums, each, strict=True):
+        ref = numeric_grad(f, args, k)
+        np.testing.assert_allclose(g, ref, rtol=rtol, atol=rtol * max(1.0, np.abs(ref).max()))
+        assert np.shape(g) == np.shape(args[k])
+    source = gradgen.emit(f, *args, argnums=argnums)
+    value, emitted = run_emitted(source)[f"{f.__name__}_value_and_grad"](*args)
+    np.testing.assert_allclose(value, f(*args), rtol=1e-12)
+    emitted = emitted if isinstance(argnums, tuple) else (emitted,)
+    for g, e in zip(each, emitted, strict=True):
+        np.testing.assert_allclose(e, g, rtol=1e-12, atol=1e-14)
+    return grads, source
+
+
+def run_gradgen(*args: str, cwd: str = ROOT) -> subprocess.CompletedProcess:
+    """``python -m gradgen *args`` in a subprocess that imports this checkout's src/; text
+    output, the exit status left to the caller."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+    return subprocess.run([sys.executable, "-m", "gradgen", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=False)
+
+
 def load_example(name: str):
     import importlib.util
 

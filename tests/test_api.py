@@ -393,3 +393,34 @@ def test_hundred_thousand_op_loop_under_a_small_recursion_limit():
     assert rolled.count("\n") < 60  # the loop stays a loop (gradgen.loops)
     assert unrolled.count("\n") > n  # one statement per step
     assert run_emitted(unrolled)["f_value_and_grad"](2.0) == (expected_value, expected_grad)
+
+
+def test_the_cached_call_follows_the_signature_from_call_to_call():
+    """The hot path compares the last call's signature first: alternating shapes, dtypes and
+    Python numbers each get their own code, and a trace open in another thread sends calls
+    down the careful path without changing their results."""
+    import threading
+
+    from gradgen.tracer import OPEN_TRACES
+
+    def f(x):
+        return np.sum(x * x)
+
+    g = gradgen.grad(f)
+    a, b = np.arange(3.0), np.arange(4.0, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(g(a), 2 * a)
+        got = g(b)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, 2 * b)
+        assert g(1.5) == 3.0
+    elsewhere = object()  # what another thread's open trace looks like from here
+    OPEN_TRACES.add(elsewhere)
+    try:
+        np.testing.assert_array_equal(g(a), 2 * a)
+        worker = threading.Thread(target=lambda: g(b))
+        worker.start()
+        worker.join()
+    finally:
+        OPEN_TRACES.discard(elsewhere)
+    assert not OPEN_TRACES

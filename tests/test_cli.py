@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from .conftest import ROOT, run_isolated
+from .conftest import ROOT, run_gradgen, run_isolated
 
 EMIT = ["emit", "examples/reused_value.py:f", "--args", "(2.0,)"]
 GOLDEN = os.path.join(ROOT, "tests", "golden", "reused_value.py")
@@ -23,8 +22,7 @@ def _gradgen(*args, cwd=ROOT):
 
 
 def _module(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "gradgen", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
+    return run_gradgen(*args, cwd=cwd)
 
 
 def _golden() -> str:

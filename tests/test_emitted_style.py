@@ -305,7 +305,9 @@ def test_printer_writes_what_ruff_keeps(emitted):
     powers_source = emitted["powers"][1]
     assert "-(x**2)" in powers_source and "1e20" in powers_source
     assert "1e+20" not in powers_source
-    assert "grad_sign_x = (x > 0) - (x < 0)" in emitted["scalar_kinks"][1]
+    # the derivative of abs(x) is sign(x), named for what it holds (not grad_: no adjoint)
+    assert "sign_x = (x > 0) - (x < 0)" in emitted["scalar_kinks"][1]
+    assert "grad_sign_x" not in emitted["scalar_kinks"][1]
 
 
 @pytest.mark.parametrize("name", ["powers", "scalar_kinks", "long_names", "wide_pytree",
@@ -465,3 +467,50 @@ def _spans_by_tokenize(source: bytes) -> set[tuple]:
 ])
 def test_layout_finds_grouping_parentheses_as_the_tokenizer_does(line):
     assert layout._parenthesized_spans(line.encode()) == _spans_by_tokenize(line.encode())
+
+
+def _signs(x):
+    u = np.tanh(x) + x
+    return np.sum(np.log1p(x * x) * u) + np.sum(np.cos(u)) + np.sum(2 * -(x * u))
+
+
+def test_the_backward_carries_signs_into_subtractions_and_literals():
+    """A negated product first in a backward sum trades places with the next term, and a
+    literal times a negated product takes the sign: no negation of an array is left."""
+    x = np.linspace(-1.0, 1.5, 5)
+    source = gradgen.emit(_signs, x)
+    grad = source[source.index("def _signs_grad("):].split("\n\n\n")[0]
+    assert "np.log1p(x_sq) - grad_out * np.sin(u)" in grad, grad  # not -grad_out * ... + ...
+    assert "-(" not in grad.replace("-(grad_out * 2)", ""), grad  # a scalar may stay negated
+    np.testing.assert_allclose(gradgen.grad(_signs)(x), _numeric_grad(_signs, x), rtol=1e-6)
+
+
+def _numeric_grad(f, x, h=1e-6):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def test_the_sign_moves_are_exact_in_ieee():
+    """What the printer relies on, bit for bit, zeros, infinities and NaN included:
+    -u * v + w == w - u * v, c * -v == -c * v, u * -v == -(u * v), u - -v == u + v."""
+    special = np.array([0.0, -0.0, 1e-310, -3.5, 2.0, np.inf, -np.inf, np.nan, 1e308, 0.1])
+    u, v, w = np.meshgrid(special, special, special)
+    with np.errstate(all="ignore"):
+        pairs = [(-u * v + w, w - u * v), (2.5 * -v, -2.5 * v), (u * -v, -(u * v)),
+                 (u - -v, u + v)]
+    for got, expected in pairs:
+        np.testing.assert_array_equal(got, expected)  # NaN where NaN (its sign means nothing)
+        number = ~np.isnan(expected)
+        np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(expected[number]))
+
+
+def _gauss(x):
+    a = np.sin(x)
+    return np.sum(np.exp(-(a * a)) / x)
+
+
+def test_a_literal_takes_the_sign_of_a_negated_product():
+    x = np.linspace(0.5, 1.5, 4)
+    source = gradgen.emit(_gauss, x)
+    grad = source[source.index("def _gauss_grad("):].split("\n\n\n")[0]
+    assert "-2 * (" in grad and "2 * (-" not in grad, grad
+    np.testing.assert_allclose(gradgen.grad(_gauss)(x), _numeric_grad(_gauss, x), rtol=1e-6)

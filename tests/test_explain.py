@@ -20,7 +20,7 @@ from gradgen import explain
 from gradgen.explainer.highlight import highlight_lines
 from gradgen.explainer.svg import layout
 
-from .conftest import EXAMPLES, ROOT
+from .conftest import EXAMPLES, ROOT, run_gradgen
 
 sys.path.insert(0, EXAMPLES)
 import itertools
@@ -306,7 +306,7 @@ def test_a_deep_graph_is_drawn_without_recursion():
     import inspect
 
     from gradgen.build import Request, build
-    from gradgen.explainer import page_for_built
+    from gradgen.explainer.page import page_for_built
 
     def chain(x):
         for _ in range(400):
@@ -325,11 +325,8 @@ def test_a_deep_graph_is_drawn_without_recursion():
 
 def test_cli_writes_the_page(tmp_path):
     out = tmp_path / "page.html"
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
-    result = subprocess.run(
-        [sys.executable, "-m", "gradgen", "explain", "examples/reused_value.py:f", "--args",
-         "(2.0,)", "-o", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-        check=False)
+    result = run_gradgen("explain", "examples/reused_value.py:f", "--args", "(2.0,)", "-o",
+                         str(out))
     assert result.returncode == 0, result.stderr
     assert "wrote" in result.stderr
     text = out.read_text()
@@ -339,16 +336,11 @@ def test_cli_writes_the_page(tmp_path):
 
 
 def test_cli_prints_the_page_and_reports_errors():
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
-    result = subprocess.run(
-        [sys.executable, "-m", "gradgen", "explain", "examples/add_mul.py:f", "--args",
-         "(2.0, 3.0, 4.0)", "--argnums", "0,1,2"], cwd=ROOT, env=env, capture_output=True,
-        text=True, check=False)
+    result = run_gradgen("explain", "examples/add_mul.py:f", "--args", "(2.0, 3.0, 4.0)",
+                         "--argnums", "0,1,2")
     assert result.returncode == 0 and result.stdout.startswith("<!DOCTYPE html>")
     assert "the gradient with respect to a, b, d" in result.stdout
-    bad = subprocess.run([sys.executable, "-m", "gradgen", "explain", "nope.py:f", "--args",
-                          "(1.0,)"], cwd=ROOT, env=env, capture_output=True, text=True,
-                         check=False)
+    bad = run_gradgen("explain", "nope.py:f", "--args", "(1.0,)")
     assert bad.returncode == 2
     assert bad.stderr.strip() == "gradgen: error: nope.py: no such file"
 

@@ -9,14 +9,13 @@ pytest's temporary directory otherwise.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
 import pytest
 
 from .chromium import Browser, find_chromium
-from .conftest import ROOT
+from .conftest import ROOT, run_gradgen
 
 LIGHT_HL, DARK_HL, DARK_BG = "#fff1a8", "#3a2e00", "#0d1117"
 
@@ -33,11 +32,8 @@ def chromium():
 def page_url(tmp_path_factory):
     """The newcomer's command, as the issue's 'done' says: explain reused_value.py's f."""
     out = tmp_path_factory.mktemp("explain") / "page.html"
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
-    result = subprocess.run(
-        [sys.executable, "-m", "gradgen", "explain", "examples/reused_value.py:f", "--args",
-         "(2.0,)", "-o", str(out)], cwd=ROOT, env=env, capture_output=True, text=True,
-        check=False)
+    result = run_gradgen("explain", "examples/reused_value.py:f", "--args", "(2.0,)", "-o",
+                         str(out))
     assert result.returncode == 0, result.stderr
     return out.as_uri()
 

@@ -150,7 +150,7 @@ def test_pendulum_over_thousands_of_steps():
     assert rolled.count("\n") == shorter.count("\n") < 120  # the body, not the trip count
     assert "for t in reversed(range(3000)):" in rolled
     assert "math.sin(theta)" in rolled and "grad_omega" in rolled
-    _check_program(pendulum, (0.5, 0.1, 0.01, 40), (0.3, -0.2, 0.02, 40), argnums=(0, 1, 2))
+    _check_program(pendulum, (0.5, 0.1, 0.01, 100), (0.3, -0.2, 0.02, 100), argnums=(0, 1, 2))
 
 
 def test_gated_recurrent_cell_over_xs():
@@ -163,7 +163,12 @@ def test_gated_recurrent_cell_over_xs():
         _fd_check(gru, small, argnum)
     rolled = gradgen.emit(gru, *args, argnums=(0, 1, 2, 3, 4))
     assert "for t in range(300):" in rolled and "xs[t]" in rolled
-    assert "grad_xs[t] += " in rolled
+    # xs[t]'s gradient is a row per trip: the stacked rows times U, after the loop
+    assert "grad_xs = grad_Wz_h_plus_U_x_rows @ U + grad_Wh_h_plus_U_x_rows @ U" in rolled
+    # U's two shares per trip (z and the candidate) are two products after the loop, and
+    # the states both W_z and W_h read are stacked once
+    assert "grad_U = grad_Wz_h_plus_U_x_rows.T @ xs + grad_Wh_h_plus_U_x_rows.T @ xs" in rolled
+    assert rolled.count("h_rows = np.array(h_saved[:-1])") == 2  # _grad and _value_and_grad
     other = [rng.normal(size=a.shape) for a in args]
     other[0] *= 0.3
     got = run_emitted(rolled)["gru_grad"](*other)
@@ -184,7 +189,10 @@ def test_per_sample_loss_over_rows():
     rolled = _check_program(per_sample_loss, (w, X, y),
                             (rng.normal(size=5), rng.normal(size=(64, 5)), rng.normal(size=64)))
     # total = 0.0 starts a NumPy float: the loop starts from it converted
-    assert "X[i]" in rolled and "for i in reversed(range(64)):" in rolled
+    assert "for i in reversed(range(64)):" in rolled
+    # X[i] @ w for every row at once before the loop; grad_w as one product after it
+    assert "X_w = X @ w" in rolled and "X_w[i]" in rolled
+    assert "grad_errs[i] = grad_err" in rolled and "grad_w = grad_errs @ X" in rolled
     assert "total = np.float64(0.0)" in rolled
 
 
@@ -208,7 +216,8 @@ def test_exponential_moving_average_starts_at_one():
 
 
 def test_branch_on_some_iterations_splits_into_runs_with_guards():
-    steps = np.where(np.arange(100) < 50, 0.01, -0.01)
+    # two runs of at least 100 trips (the first trip of the first one converts x): two loops
+    steps = np.where(np.arange(250) < 125, 0.01, -0.01)
     got = gradgen.grad(clipped_walk)(0.3, steps)
     want = numeric_grad(clipped_walk, [0.3, steps], 0)
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -218,7 +227,7 @@ def test_branch_on_some_iterations_splits_into_runs_with_guards():
     assert len(loops) == 4  # in _grad and in _value_and_grad
     assert "if steps[t] > 0:" in rolled and "if not steps[t] > 0:" in rolled
     flipped = steps.copy()
-    flipped[70] = 0.01  # off the traced path: the guard in the loop body fires
+    flipped[180] = 0.01  # off the traced path: the guard in the loop body fires
     namespace = run_emitted(rolled)
     with pytest.raises(namespace["GuardFailure"], match=r"steps\[t\] > 0"):
         namespace["clipped_walk_grad"](0.3, flipped)
@@ -241,13 +250,13 @@ def test_while_loop_newton_iteration_has_a_guard_on_the_count():
 def test_long_while_loop_rolls_and_checks_its_condition_each_trip():
     def decay(x):
         while x > 1e-3:
-            x = x * 0.9
+            x = x * 0.95  # 135 trips: a short one would be unrolled
         return x
 
     source = gradgen.emit(decay, 1.0)
     assert re.search(r"for \w+ in range\(", source) and "if not x > 0.001:" in source
     namespace = run_emitted(source)
-    assert namespace["decay_grad"](1.0) == pytest.approx(0.9 ** 66)
+    assert namespace["decay_grad"](1.0) == pytest.approx(0.95 ** 135)
     with pytest.raises(namespace["GuardFailure"], match="x > 1e-3"):
         namespace["decay_grad"](100.0)
 
@@ -255,6 +264,82 @@ def test_long_while_loop_rolls_and_checks_its_condition_each_trip():
 def test_short_loops_stay_unrolled():
     source = gradgen.emit(pendulum, 0.5, 0.1, 0.01, 5)
     assert not _has_loop(source)
+
+
+def long_scalar_body(x, y, n):
+    for _ in range(n):
+        a = math.sin(x) * y + math.cos(y) * x
+        b = math.exp(-a * a) + math.tanh(x * y)
+        c = math.sqrt(1.0 + b * b) - math.log1p(a * a)
+        x = x + 0.01 * (a * c - b)
+    return x
+
+
+def test_short_scalar_loops_unroll_while_small_and_everything_else_stays_a_loop():
+    # under 100 trips of scalar code and at most 500 ops unrolled: straight-line code
+    assert not _has_loop(gradgen.emit(pendulum, 0.5, 0.1, 0.01, 90, argnums=(0, 1)))
+    # 100 trips always stay a loop
+    assert _has_loop(gradgen.emit(pendulum, 0.5, 0.1, 0.01, 100, argnums=(0, 1)))
+    # a short scalar loop whose unrolled code would pass 500 ops stays a loop
+    args = (0.3, 0.7, 60)
+    big = _check_program(long_scalar_body, args, (0.2, 0.5, 60), argnums=(0, 1))
+    assert "for _ in reversed(range(60)):" in big or "for t in reversed(range(60)):" in big
+    assert not _has_loop(gradgen.emit(long_scalar_body, 0.3, 0.7, 20, argnums=(0, 1)))
+    _fd_check(long_scalar_body, args, 1)
+    # arrays stay loops however short (their backward batches: see the next test)
+    rng = np.random.default_rng(8)
+    rnn_args = [rng.normal(size=(3, 3)) * 0.3, rng.normal(size=(3, 2)), rng.normal(size=3),
+                rng.normal(size=(20, 2)), np.ones(3)]
+    assert _has_loop(gradgen.emit(biased_rnn, *rnn_args))
+
+
+def biased_rnn(W, U, b, xs, h0):
+    h = h0
+    for t in range(1, xs.shape[0]):
+        h = np.tanh(W @ np.sin(h) + U @ xs[t] + b)
+    return np.sum(h * h)
+
+
+def test_weight_gradients_are_one_product_after_the_loop():
+    rng = np.random.default_rng(9)
+    args = [rng.normal(size=(3, 3)) * 0.3, rng.normal(size=(3, 2)), rng.normal(size=3),
+            rng.normal(size=(30, 2)), np.ones(3)]
+    other = [rng.normal(size=a.shape) * (0.3 if k == 0 else 1.0) for k, a in enumerate(args)]
+    rolled = _check_program(biased_rnn, args, other, argnums=(0, 1, 2, 3, 4))
+    for argnum in range(5):
+        _fd_check(biased_rnn, args, argnum)
+    # the forward reads U @ xs[t] from one product; the backward stores each trip's
+    # pre-activation gradient and multiplies the stacks once after the loop
+    assert "U_xs = xs[1:] @ U.T" in rolled and "U_xs[t - 1]" in rolled
+    assert "grad_h_parts = np.empty((29, 3))" in rolled
+    assert "grad_h_parts[t - 1] = grad_h_part" in rolled
+    assert "grad_W = grad_h_parts.T @ np.array(sin_h_saved)" in rolled
+    assert "grad_U = grad_h_parts.T @ xs[1:]" in rolled
+    assert "grad_b = grad_h_parts.sum(axis=0)" in rolled
+    assert "grad_xs = np.zeros_like(xs)" in rolled  # xs[0] is not read: its row stays 0
+    assert "grad_xs[1:] = grad_h_parts @ U" in rolled
+    assert "np.outer" not in rolled and "grad_W +=" not in rolled
+
+
+def linear_recurrence(W, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = W @ h + xs[t]
+    return np.sum(h * h)
+
+
+def test_an_adjoint_added_after_the_trip_is_read_before_its_update():
+    # grad_xs[t] (and the stored rows of grad_W) take grad_h as the trip found it; the
+    # trip's new grad_h must not overwrite it first
+    rng = np.random.default_rng(10)
+    args = [rng.normal(size=(3, 3)) * 0.3, rng.normal(size=(30, 3)), np.ones(3)]
+    other = [rng.normal(size=(3, 3)) * 0.3, rng.normal(size=(30, 3)), rng.normal(size=3)]
+    for argnums in (1, (0, 1, 2)):
+        rolled = _check_program(linear_recurrence, args, other, argnums=argnums)
+        assert "grad_xs[t] += grad_h\n" in rolled
+    assert "grad_hs[t] = grad_h\n" in rolled
+    for argnum in range(3):
+        _fd_check(linear_recurrence, args, argnum)
 
 
 def test_unroll_option_and_cli_flag():
@@ -292,11 +377,12 @@ def test_check_sees_through_the_loop():
     assert report.ok
 
 
-def test_intermediates_and_check_finite_fall_back_to_unrolled_code():
+def test_intermediates_of_a_carry_keep_the_loop():
+    # the adjoint of the last value bound to s: the loop's result, so the loop stays
     xs = np.linspace(-1, 1, 30)
     df = gradgen.grad(running_max_softplus, intermediates=("s",))
     g, extra = df(np.ones(1), xs[:, None])
-    assert not _has_loop(df.source)
+    assert _has_loop(df.source)
     np.testing.assert_allclose(extra["s"], 1.0)
     assert g.shape == (1,)
 
@@ -341,7 +427,8 @@ def test_float32_stays_float32_in_the_loop():
 
     g = gradgen.grad(rnn, argnums=(0, 2))(*args)
     assert g[0].dtype == np.float32 and g[1].dtype == np.float32
-    _check_program(rnn, args, args, argnums=(0, 1, 2, 3))
+    rolled = _check_program(rnn, args, args, argnums=(0, 1, 2, 3))
+    assert "np.empty((40, 3), dtype=np.float32)" in rolled
 
 
 def test_guards_inside_an_unused_loop_still_run():
@@ -352,7 +439,7 @@ def test_guards_inside_an_unused_loop_still_run():
                 y = y * 1.01
         return x * x
 
-    xs = np.ones(20)
+    xs = np.ones(100)
     source = gradgen.emit(f, 1.5, xs)
     assert _has_loop(source)
     namespace = run_emitted(source)

@@ -181,6 +181,29 @@ def test_idempotent_passes_leave_nothing_for_a_second_sweep(fn, args, wrt, run_p
         assert not changed and again.nodes == graph.nodes
 
 
+def shared_backward(x, y):
+    a = x * x  # two equal contributions: 2 * (grad_a * x)
+    b = math.sin(a) + math.cos(a)  # the backward's cos(a) is the forward's
+    c = b**2 + 2.0 * y  # d(b ** 2) = 2 * b ** 1 * ...: b ** 1 is b; 2.0 and 2 are constants
+    return c * c - y
+
+
+def test_the_scalar_backward_is_built_with_nothing_left_for_cse_and_fold():
+    """reverse records the backward through peephole.Shared: no node the graph already has,
+    no ``x ** 1``, no ``t + t``, no second constant 2. cse and fold, run afterwards, find
+    nothing to change (so optimize ends after one round of scans)."""
+    joint = _joint(shared_backward, (0.7, 1.3), [0, 1])
+    for run_pass in (cse, fold):
+        _, changed = run_pass(joint)
+        assert not changed, run_pass.__name__
+    ops = _ops(joint)
+    assert ops.count("cos") == 1 and "pow" in ops and ops.count("pow") == 1
+    assert "add_n" not in [n.op.name for n in joint.nodes if n.inputs and len(
+        set(n.inputs)) < len(n.inputs)]
+    expected = [shared_backward(0.7, 1.3)]
+    _assert_identical(_run(joint, (0.7, 1.3))[:1], expected)
+
+
 # --- what each pass is for -------------------------------------------------------------------
 
 
@@ -308,15 +331,52 @@ def _grad_source(fn, *args, argnums=0) -> str:
 
 def test_slice_adjoints_add_into_one_buffer():
     """x[1:] and x[:-1] twice: one zeros array and three slice updates, no scatter helper,
-    and the subtracted terms print as -=."""
+    and the subtracted terms print as -=; the two updates of x[:-1] go through one view,
+    named after the forward's slice."""
     x = np.linspace(-1.0, 1.5, 7)
     text = _grad_source(banded, x)
     assert "_scatter" not in text and "np.broadcast_to" not in text
     assert text.count("grad_x = np.zeros((7,), dtype=np.float64)") == 1
-    assert "grad_x[1:] = " in text and "grad_x[:-1] -= " in text
+    assert "grad_x[1:] = " in text
+    assert text.count("grad_x_head = grad_x[:-1]\n") == 1
+    assert text.count("grad_x_head -= ") == 2 and "grad_x[:-1] -=" not in text
     assert "+= -" not in text
     expected = gradgen.grad(banded)(x)
     np.testing.assert_allclose(expected, _numeric(banded, x), rtol=1e-6, atol=1e-8)
+
+
+def rows(X):
+    a = X[0] * X[1]
+    return np.sum(a * X[0]) + np.sum(np.cos(X[0])) + np.sum(X[0] ** 3)
+
+
+def test_updates_of_one_row_go_through_one_view_bit_for_bit():
+    """Three updates of X[0] in a row: one view bound once, the same additions in the same
+    order as ``g[0] += ...`` three times; X[1], written once, is indexed as before."""
+    X = np.random.default_rng(1).normal(size=(3, 4))
+    text = _grad_source(rows, X)
+    assert text.count("grad_X_0 = grad_X[0]\n") == 1
+    assert text.count("grad_X_0 += ") == 2 and text.count("grad_X_0 -= ") == 1
+    assert "grad_X[1] = " in text
+    x0, x1 = X[0], X[1]
+    expected = np.zeros_like(X)
+    expected[0] = x0 * x1
+    expected[1] = x0 * x0
+    expected[0] += x0 * x1
+    expected[0] -= np.float64(1.0) * np.sin(x0)
+    expected[0] += 3 * x0**2
+    np.testing.assert_array_equal(gradgen.grad(rows)(X), expected)
+
+
+def test_a_number_is_never_bound_as_a_view():
+    """x[0] of a vector is a NumPy scalar, not a view: its updates stay subscripts."""
+    def ends(x):
+        return x[0] * x[1] + x[0] ** 2
+
+    x = np.array([0.5, -1.5, 2.0])
+    text = _grad_source(ends, x)
+    assert "grad_x[0] += " in text and " = grad_x[0]" not in text
+    np.testing.assert_allclose(gradgen.grad(ends)(x), [x[1] + 2 * x[0], x[0], 0.0])
 
 
 def test_slice_updates_keep_the_order_of_the_additions():

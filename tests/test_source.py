@@ -115,6 +115,63 @@ def test_only_the_traced_function_is_parsed(tmp_path):
     assert source.line_info(path, 1) == LineInfo((), "import math")
 
 
+PLAIN_DEFS = [
+    """\
+    def f(x, y=2.0):
+        a = x * (y + 1)
+        b, c = a, a*a
+        b += c
+        d = e = b
+        g = h(a,
+              k = 3)
+        m = [t*t for t in (a, b)]
+        n = a if a < b else b
+        p = a <= b
+        q = (lambda u: u)(a)
+        if (a > 0):
+            r = a
+        else: r = b
+        for i in range(2):
+            r = r - i
+        return r
+    """,
+    """\
+    def f(x):
+        a = x  # a comment anywhere: every line is parsed as written
+        return a
+    """,
+    """\
+    def outer(x):
+        def inner(y):
+            z =  y   *   y
+            return z
+        w = inner(x)
+        w //= 2
+        return w
+    """,
+]
+
+
+@pytest.mark.parametrize("text", PLAIN_DEFS)
+def test_a_def_parsed_as_a_skeleton_gives_the_table_of_a_full_parse(text, monkeypatch):
+    # One-line assignments are parsed as ``name = 0`` (linemap._skeleton): their targets,
+    # statement texts and every other line must come out as a full parse gives them.
+    lines = textwrap.dedent(text).splitlines(True)
+    skeleton = linemap.parse_def(lines, 1)
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of([skeleton], lines, table)
+    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, set()))
+    full = linemap.parse_def(lines, 1)
+    expected: dict[int, LineInfo] = {}
+    linemap.line_table_of([full], lines, expected)
+    assert table == expected
+    assert (skeleton.end_lineno, linemap.block_end(lines, skeleton)) == (
+        full.end_lineno, linemap.block_end(lines, full))
+    if "#" not in text:
+        assert skeleton.whole_lines  # the skeleton was used
+    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a")
+
+
 def test_lambda_and_module_code_use_the_whole_file(tmp_path):
     path = _write(tmp_path, """\
         import math

@@ -1,8 +1,7 @@
 """gradgen: reverse-mode gradients of Python/NumPy functions, emitted as readable Python."""
 
-__version__ = "0.1.0"
-
-from . import inplace, ops  # noqa: F401  (registers the rule table and in-place writes)
+from . import inplace  # noqa: F401  (registers in-place writes)
+from ._version import __version__
 from .api import emit, explain, grad, hessian, jacobian, trace, value_and_grad, vjp
 from .check import CheckReport, check
 from .errors import (
@@ -14,6 +13,17 @@ from .errors import (
 )
 from .extend import defvjp
 from .function import Function
+from .ops import (  # noqa: F401  (importing a family registers its rows)
+    arith,
+    arrays,
+    bindings,
+    core,
+    elementwise,
+    index,
+    linalg,
+    reduce,
+    shape,
+)
 
 __all__ = [
     "CheckReport",

@@ -19,7 +19,7 @@ from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
 from .pytree import flatten, unflatten
-from .tracer import Tracer, at_loc, bind, in_trace, tracer_value
+from .tracer import OPEN_TRACES, Tracer, at_loc, bind, in_trace, tracer_value
 from .tracing import function_loc, is_numeric, trace_function
 
 MAX_PATHS = 32  # compiled guard paths kept per input signature
@@ -72,16 +72,18 @@ def _leaf_key(value):
 def _plain_key(args) -> tuple | None:
     """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
     for anything else (pytrees, static values, tracers), which takes the full key."""
-    key = []
+    # Every cached call pays for this: arrays are tested first and the tuple grows as it goes
+    # (no list to convert)
+    key = ()
     for value in args:
         kind = type(value)
-        if kind is float or kind is int or kind is bool:
-            key.append(kind)
-        elif kind is np.ndarray:
-            key.append((value.shape, value.dtype))
+        if kind is np.ndarray:
+            key += ((value.shape, value.dtype),)
+        elif kind is float or kind is int or kind is bool:
+            key += (kind,)
         else:
             return None
-    return tuple(key)
+    return key
 
 
 def _signature_key(args) -> tuple:
@@ -129,15 +131,21 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
+        self._hot: tuple = (None, None)  # (signature, path) of the last call that ran
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
         # The hot path: plain numbers and arrays, a signature seen before, its last good path.
+        # The signature of the last good call is compared first (no hashing), and a trace open
+        # in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
         key = None if kwargs else _plain_key(args)
-        if key is not None and not in_trace():
-            paths = self._paths.get(key)
-            if paths:
-                path = self._last = paths[0]
+        if key is not None and not OPEN_TRACES:
+            hot_key, path = self._hot
+            if key != hot_key:
+                paths = self._paths.get(key)
+                path = paths[0] if paths else None
+            if path is not None:
+                self._last = path
                 try:
                     return path.call(*args)
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
@@ -159,10 +167,12 @@ class GradFunction:
             if i:
                 paths.insert(0, paths.pop(i))
             self._last = path
+            self._hot = (key, path)
             return result
         path = self._last = self._compile(args)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
+        self._hot = (key, path)
         try:
             return path.call(*args)
         except path.non_finite as e:
@@ -185,13 +195,18 @@ class GradFunction:
         plain repr shows, before the first call)."""
         if self._last is None:
             return None
-        from .explainer import iframe, page_for_built
+        from .explainer.page import iframe, page_for_built
 
         return iframe(page_for_built(self._last.built, self.fn))
 
     def _build(self, args) -> Built:
-        if self.kind in ("jacobian", "hessian"):
-            return build_jacobian(self.fn, args, self.request, hessian=self.kind == "hessian")
+        if self.kind == "hessian":
+            request = self.request
+            gradient = GradFunction(self.fn, request.argnums if request.as_tuple
+                                    else request.argnums[0])
+            return build_jacobian(self.fn, args, request, gradient)
+        if self.kind == "jacobian":
+            return build_jacobian(self.fn, args, self.request)
         return build(self.fn, args, self.request)
 
     @without_gc
@@ -332,7 +347,7 @@ def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_fin
     """One self-contained HTML page (inline CSS and JS, nothing fetched, works from disk)
     showing ``fn``'s source, the emitted gradient module with the rule behind each backward
     statement, and the forward and backward graph as inline SVG, linked line by line."""
-    from .explainer import page_for_built  # HTML and SVG load only when a page is asked for
+    from .explainer.page import page_for_built  # HTML and SVG load only when a page is asked for
 
     nums, as_tuple = _normalize_argnums(argnums)
     request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .abstract import Pending, shaped_value
 from .emit import FunctionSpec, Module, emit_module
 from .errors import GradgenError, NonScalarOutput
@@ -114,15 +114,32 @@ def check_differentiable(fn, args, argnums) -> None:
 
 def keeps_loops(request: Request) -> bool:
     """Roll loops unless asked not to, or unless the request needs what a loop region does not
-    offer yet: adjoints of values inside the loop (intermediates), per-line finiteness checks,
-    the array-API target, or a backward that is itself differentiated (grad of grad inlines
-    this graph)."""
+    offer yet: the array-API target, or a backward that is itself differentiated (grad of
+    grad inlines this graph). (An intermediate bound inside a loop: ``_hidden_in_loops``.)"""
     from .tracer import in_trace
 
     if request.loops not in ("keep", "unroll"):
         raise GradgenError(f"loops must be 'keep' or 'unroll', not {request.loops!r}")
-    return (request.loops == "keep" and not request.intermediates and not request.check_finite
-            and request.target == "numpy" and not in_trace())
+    return request.loops == "keep" and request.target == "numpy" and not in_trace()
+
+
+def _hidden_in_loops(forward: Graph, wanted) -> bool:
+    """Is a requested intermediate bound inside a rolled loop, other than as a value the loop
+    carries? Its last value is then one trip's, which the rolled graph does not hold (a
+    carried one is the loop's result, a value of the graph like any other)."""
+    if not wanted:
+        return False
+    hidden: set[str] = set()
+    todo = [(n.attrs["region"].body, True) for n in forward.nodes if n.op.name == "loop"]
+    while todo:
+        body, outermost = todo.pop()
+        carried = {r.node for r in body.outputs} if outermost else set()
+        for node in body.nodes:
+            if node.op.name == "loop":
+                todo.append((node.attrs["region"].body, False))
+            if node.name and node.op.name != "input" and node not in carried:
+                hidden.add(node.name)
+    return any(name in hidden for name in wanted)
 
 
 def _check_scalar_output(graph: Graph, fn) -> None:
@@ -268,6 +285,8 @@ def build(fn, args, request: Request, command: str | None = None,
         check_differentiable(fn, args, request.argnums)
         argnums = tuple(a % len(args) for a in request.argnums)
     forward = trace_function(fn, args, loops=keeps_loops(request))
+    if _hidden_in_loops(forward, request.intermediates):  # (that value is one trip's)
+        forward = trace_function(fn, args, loops=False)
     leaves: list[Leaf] = forward.meta["leaves"]
     if not request.vjp:
         _check_scalar_output(forward, fn)
@@ -452,10 +471,11 @@ def _one_hot(aval, j: int):
 
 
 @without_gc
-def build_jacobian(fn, args, request: Request, hessian: bool = False,
+def build_jacobian(fn, args, request: Request, gradient=None,
                    command: str | None = None) -> Built:
-    """``<f>_jacobian`` (or ``<f>_hessian``, the Jacobian of the gradient): JAX's shapes,
-    output shape followed by input shape, built by reverse mode over the traced graph."""
+    """``<f>_jacobian`` (or ``<f>_hessian``: the Jacobian of ``gradient``, api's grad of
+    ``fn``, handed down since api sits above this module): JAX's shapes, output shape
+    followed by input shape, built by reverse mode over the traced graph."""
     from .ops.arrays import reshape
     from .ops.index import stack
     from .tracer import Trace, at_loc
@@ -464,13 +484,10 @@ def build_jacobian(fn, args, request: Request, hessian: bool = False,
     check_differentiable(fn, args, request.argnums)
     argnums = tuple(a % len(args) for a in request.argnums)
     names = parameter_names(fn, len(args))
+    hessian = gradient is not None
     if hessian:
-        from .api import GradFunction
-
-        inner = GradFunction(fn, request.argnums if request.as_tuple else request.argnums[0])
-
         def target(*a):
-            return inner(*a)
+            return gradient(*a)
 
         forward = trace_function(target, args, names)
         forward.meta["fname"] = function_name(fn)

@@ -16,6 +16,7 @@ from .errors import GradgenError, GradientMismatch
 from .ir import Graph, Node
 from .ops._sym import sp
 from .pytree import flatten, unflatten
+from .symbolic import apply_elementwise, symbolic_values, to_sympy_constant
 
 SYMBOLIC_SIZE_LIMIT = 64  # input elements per argument replayed as sympy symbols
 PROOF_NODE_LIMIT = 60  # graph nodes under which a symbolic proof is attempted
@@ -54,65 +55,6 @@ class CheckReport:
 
     def __str__(self) -> str:
         return self.table()
-
-
-# --- symbolic replay ---------------------------------------------------------------------
-
-
-def _elementwise(fn, *args):
-    if any(isinstance(a, np.ndarray) for a in args):
-        return np.frompyfunc(fn, len(args), 1)(*args)
-    return fn(*args)
-
-
-def _to_sympy_constant(value):
-    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
-        return value  # indices, masks, counts: never differentiated, and NumPy indexes with them
-    if isinstance(value, np.ndarray):
-        return np.vectorize(_to_sympy_constant, otypes=[object])(value) if value.size else value
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return sp.Integer(int(value))
-    return sp.Float(float(value), 17)
-
-
-def _as_number(value):
-    """Booleans (masks, comparisons) in arithmetic: sympy multiplies integers, not bools."""
-    if isinstance(value, np.ndarray) and value.dtype.kind == "b":
-        return value.astype(np.int64)
-    if isinstance(value, bool | np.bool_):
-        return sp.Integer(int(value))
-    return value
-
-
-def symbolic_values(graph: Graph, inputs: dict[Node, object]) -> dict[Node, object]:
-    """Each node's value as a sympy expression (object arrays for arrays). Locally constant
-    ops (comparisons, floor, ...) keep their traced values: their derivative is zero."""
-    values = graph.meta["values"]
-    env: dict[Node, object] = {}
-    for node in graph.nodes:
-        op = node.op
-        if op.name == "input":
-            env[node] = inputs.get(node, _to_sympy_constant(values[node]))
-        elif op.name == "const":
-            env[node] = _to_sympy_constant(node.attrs["value"])
-        elif op.name == "guard":
-            continue
-        elif op.name == "seed" or op.nondiff:  # a backward mask may not be computed yet
-            env[node] = _to_sympy_constant(concrete(values, node.out))
-        else:
-            if op.sympy is None:
-                raise GradgenError(f"op {op.name} has no sympy meaning; it cannot be checked",
-                                   node.loc)
-            args = [env[r.node] for r in node.inputs]
-            if op.elementwise and op.name != "where":  # x * (x > 0): a mask as 0 and 1
-                args = [_as_number(a) for a in args]
-            if op.elementwise:
-                env[node] = _elementwise(lambda *a, _op=op, _n=node: _op.sympy(*a), *args)
-            else:
-                env[node] = op.sympy(*args, **node.attrs)
-    return env
 
 
 def _symbols_for(name: str, value):
@@ -454,13 +396,13 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
             got = GradFunction(alone, tuple(float_inputs))(*ins)
         except GradgenError:
             continue
-        syms = [_symbols_for(f"u{i}", v) if i in float_inputs else _to_sympy_constant(v)
+        syms = [_symbols_for(f"u{i}", v) if i in float_inputs else to_sympy_constant(v)
                 for i, v in enumerate(ins)]
         if op.elementwise:
-            result = _elementwise(lambda *a, _op=op: _op.sympy(*a), *syms)
+            result = apply_elementwise(lambda *a, _op=op: _op.sympy(*a), *syms)
         else:
             result = op.sympy(*syms, **node.attrs)
-        total = np.sum(np.asarray(_to_sympy_constant(weight), dtype=object) * result)
+        total = np.sum(np.asarray(to_sympy_constant(weight), dtype=object) * result)
         for i, g in zip(float_inputs, got, strict=True):
             flat = list(np.ravel(syms[i])) if isinstance(syms[i], np.ndarray) else [syms[i]]
             subs = {s: float(v) for j in float_inputs

@@ -15,10 +15,10 @@ import re
 
 import numpy as np
 
-from .errors import UnsupportedOperation
+from .errors import GradgenError, UnsupportedOperation
 from .ir import Aval, Node
 from .ops.core import _nested, _scalar_text, literal
-from .ops.registry import PREC_ATOM, Expr
+from .ops.registry import PREC_ATOM, Expr, string_literal
 
 TARGETS = ("numpy", "array-api")
 ARRAY_LITERAL_LIMIT = 6  # elements; larger constant arrays become module-level names
@@ -195,8 +195,6 @@ class ArrayApiScope:
         return prelude, f"{name} = {form(node, args, self, old, fresh)}"
 
     def truth(self, cond: Expr, node: Node, written: str) -> Expr:
-        from .emit import string_literal
-
         if node.inputs[0].aval.py is not None:  # a Python bool: no array involved
             return cond
         where = f"{node.loc}: " if node.loc is not None else ""
@@ -244,8 +242,6 @@ SCOPES = {"numpy": NumpyScope, "array-api": ArrayApiScope}
 
 
 def check_target(target: str) -> str:
-    from .errors import GradgenError
-
     if target not in SCOPES:
         raise GradgenError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
     return target

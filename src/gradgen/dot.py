@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from .ir import Graph
+from typing import TYPE_CHECKING
+
 from .printing import _names
+
+if TYPE_CHECKING:  # a view of a graph: ir calls down into it (tests/test_layering.py)
+    from .ir import Graph
 
 
 def _quote(text: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -15,10 +15,11 @@ from .abstract import made_as_view, shaped_value
 from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
-from .naming import Namer, base_name, index_writes
+from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
-from .ops.index import SCATTER_HELPER
-from .ops.registry import Expr
+from .ops.index import SCATTER_HELPER, index_text
+from .ops.registry import Expr, string_literal
+from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
 INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a statement
@@ -51,6 +52,7 @@ class FunctionSpec:
     preset: dict[Node, str] = field(default_factory=dict)
     accumulate: dict[Node, str] = field(default_factory=dict)
     body_only: bool = False
+    owned: frozenset = frozenset()  # inputs whose arrays the loop owns: written in place
 
 
 @dataclass
@@ -112,6 +114,8 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                   target: str = "numpy") -> EmittedFunction:
+    if target == "array-api":  # no in-place writes: a buffer's slice updates as one join
+        spec = replace(spec, graph=concat_pieces(spec.graph))
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
     uses = graph.uses()
@@ -120,7 +124,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
-    regions = RegionWriter(graph, namer, spec, constants)
+    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
@@ -141,10 +145,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     guards: list[str] = []
     group_loc = None
     banner = None
-    finite = _FiniteChecks(scope)
-    buffers = _Buffers(graph)
+    finite = _FiniteChecks(scope, depth)
+    buffers = _Buffers(graph, spec.owned)
     writes = index_writes(graph.nodes)
+    held = Held(graph.nodes, names)  # what unnamed values hold, for their names
     liveness = _Liveness(graph, writes)
+    views = _SliceViews(graph, uses, namer, enabled=target == "numpy")
 
     in_place = buffers.active
     aliases = bool(regions.aliased)
@@ -191,7 +197,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
             continue
         built = node.inputs[0].node if op == "adjoint" else None
-        if built is not None and built.name == node.name and names.get(built) == node.name:
+        if built is not None and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
             sizes[node] = 0
@@ -247,16 +253,18 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if fresh and base in names:
                 name = names[base]  # the old version is dead: write into its array
             else:
-                name = namer.fresh(base_name(node, names, spec.output_name, writes))
+                name = namer.fresh(base_name(node, names, spec.output_name, writes, held))
                 if base.aval.shape == ():  # a NumPy scalar has no items: a 0-d array
                     fresh = False
             prelude, statement = scope.write(node, args, name, fresh, args[0])
+            prelude, statement = views.through_view(node, args, name, names, prelude,
+                                                    statement)
         elif accumulate and node in accumulate:
             name = accumulate[node]
             statement = f"{name} += {expr.text}"
         else:
             name = preset and preset.get(node) or namer.fresh(
-                base_name(node, names, spec.output_name, writes))
+                base_name(node, names, spec.output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
@@ -276,7 +284,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 target = spec.output_name
                 statement += f"  # seed: d{target}/d{target}"
             elif note:  # the fused sum names the lines it gathers from; no group header
-                target = name.removeprefix("grad_") if node.name else "this value"
+                # the fused sum's own name says whose adjoint it is (grad_shifted), unless
+                # the sum was inlined into this statement or the name is a fallback (tmp)
+                own = node.name or (node.grad_of is not None and op == "add_n"
+                                    and node not in held.fallbacks)
+                target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
             elif node.loc is not None and node.loc != group_loc:
                 body.append(_comment_for_group(node))
@@ -288,8 +300,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement += f"  # {where}"
         if statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
-        if prelude:
-            body.append(layout.lay_out(prelude, depth))
+        for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
+            body.append(layout.lay_out(line, depth))
         if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
             body.append(statement)  # it fits: nearly every statement
         else:
@@ -320,8 +332,24 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
     imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
-    classes = {"NonFiniteGradient"} if finite.used else set()
+    # (a loop's backward body checks its own adjoints: loops/emit.py)
+    classes = {"NonFiniteGradient"} if finite.used or "NonFiniteGradient(" in code else set()
     return EmittedFunction(body, guards, imports, helpers, classes, code)
+
+
+def emit_loop_body(spec: FunctionSpec, namer: Namer, constants: ModuleConstants, graph: Graph,
+                   input_names: dict[int, str], preset: dict[Node, str],
+                   accumulate: dict[Node, str], owned: frozenset = frozenset()
+                   ) -> EmittedFunction:
+    """A loop body inside ``spec``'s function, for loops/emit.py (which sits below this
+    module): the function's names, one block deeper, outputs left in ``preset`` names or
+    added into ``accumulate`` ones, no return statement; ``owned`` inputs are buffers the
+    loop may write rows of in place."""
+    body_spec = FunctionSpec(
+        spec.name, [], graph, ((), []), "", spec.output_name, annotate=spec.annotate,
+        input_names=input_names, namer=namer, depth=spec.depth + 1, preset=preset,
+        accumulate=accumulate, body_only=True, owned=owned, check_finite=spec.check_finite)
+    return emit_function(body_spec, constants)
 
 
 class _Buffers:
@@ -330,7 +358,8 @@ class _Buffers:
     one) and nothing reads the old version, or any array sharing its memory, afterwards.
     Otherwise the module copies first, so arguments and live values are never changed."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, owned: frozenset = frozenset()):
+        self.owned = owned
         self.last_use: dict[Node, int] = {}
         self.values = graph.meta.get("values") or {}
         self.root: dict[Node, Node] = {}  # the node whose array a value's memory belongs to
@@ -383,7 +412,7 @@ class _Buffers:
     def writable(self, node: Node, position: int) -> bool:
         base = node.inputs[0].node
         root = self.root.get(base, base)
-        if base in self.readonly or root.op.name in ("input", "seed"):
+        if base in self.readonly or root.op.name in ("input", "seed") and root not in self.owned:
             return False
         if root.op.name == "const":  # a view of a literal: copy
             return False
@@ -391,13 +420,75 @@ class _Buffers:
         if not isinstance(shaped_value(self.values, known.out), np.ndarray) \
                 or base.aval.shape == ():
             return False  # a number (np.float64) cannot be written into
-        if made_as_view(self.values, root.out) and root.op.name != "const":
+        if made_as_view(self.values, root.out) and root.op.name != "const" \
+                and root not in self.owned:
             return False  # NumPy made it as a view of something else
         if self.group_last.get(root, position) > position:
             return False
         self.root[node] = root  # the new version lives in the same array
         self.group_last[root] = self.last_use.get(node, position)
         return True
+
+
+class _SliceViews:
+    """A run of updates of one slice of a buffer, ``g[:-1] -= a`` then ``g[:-1] -= b``, is
+    written through a view bound once: ``grad_head = g[:-1]; grad_head -= a; grad_head -= b``.
+    Each ``g[:-1] -= a`` makes a view and assigns it back into ``g``, two subscripts that cost
+    about as much as the subtraction on a small array; the same ufuncs run on the same
+    elements in the same order, so no float changes. NumPy only: the array-API target has no
+    in-place writes."""
+
+    def __init__(self, graph: Graph, uses, namer: Namer, enabled: bool):
+        self.namer = namer
+        self.continues: dict[Node, Node] = {}  # an update -> the update of the run before it
+        self.view_of: dict[Node, str] = {}  # an update written through a view -> the view
+        if not enabled:
+            return
+        for node in graph.nodes:
+            base = node.inputs[0].node if node.inputs else None
+            if (_slice_update(node) and base is not None and _slice_update(base)
+                    and base.attrs["index"] == node.attrs["index"] and uses[base] == 1):
+                self.continues[node] = base
+        self.starts = set(self.continues.values()) - self.continues.keys()
+        self.slices = {(n.inputs[0].node, n.attrs["index"]): n for n in graph.nodes
+                       if n.op.name == "getitem" and len(n.inputs) == 1}
+
+    def through_view(self, node: Node, args, name: str, names, prelude: str,
+                     statement: str) -> tuple[str, str]:
+        """(prelude, statement) of ``node`` written through its run's view, or as given."""
+        if not self.continues:
+            return prelude, statement
+        subscript = f"{name}[{index_text(node.attrs['index'])}]"
+        if not statement.startswith(subscript + " "):
+            return prelude, statement
+        update = statement[len(subscript):]  # " -= a"
+        before = self.continues.get(node)
+        if before is not None and before in self.view_of and names.get(before) == name:
+            view = self.view_of[node] = self.view_of[before]  # written in place: same array
+            return prelude, view + update
+        if node not in self.starts:
+            return prelude, statement
+        view = self.view_of[node] = self.namer.fresh(self._view_name(node, name, names))
+        bound = f"{view} = {subscript}"
+        return (f"{prelude}\n{bound}" if prelude else bound), view + update
+
+    def _view_name(self, node: Node, name: str, names) -> str:
+        """``grad_x_head`` for the slice ``x[:-1]`` that the forward calls ``x_head``."""
+        base = name.removeprefix("grad_")
+        for (sliced, index), getitem in self.slices.items():
+            if index == node.attrs["index"] and names.get(sliced) == base and getitem in names:
+                return f"grad_{names[getitem]}"
+        return f"{name}_slice"
+
+
+def _slice_update(node: Node) -> bool:
+    """``a[i] += v`` where ``a[i]`` is a view: integers and slices, fewer integers than
+    ``a`` has axes (``a[0]`` of a vector is a number, not a view)."""
+    if node.op.name != "index_add" or len(node.inputs) != 2:
+        return False
+    index = node.attrs["index"]
+    return all(type(item) is int or (type(item) is tuple and item[0] == "slice")
+               for item in index) and sum(type(i) is int for i in index) < len(node.aval.shape)
 
 
 class _Liveness:
@@ -452,8 +543,9 @@ class _FiniteChecks:
     """check_finite: the adjoints of one backward group are checked when the group ends, and
     the first non-finite one names the user's line whose derivative produced it."""
 
-    def __init__(self, scope):
+    def __init__(self, scope, depth: int = 1):
         self.scope = scope
+        self.depth = depth  # 2 and more in a loop's body
         self.loc = None
         self.names: list[tuple[str, Node]] = []
         self.used = False
@@ -475,10 +567,10 @@ class _FiniteChecks:
         message = f"{where}{what} is not finite at this input ({names})"
         test = " and ".join(tests)
         line = f"if not ({test}):" if len(tests) > 1 else f"if not {test}:"
-        if len(line) + 4 > LINE_LIMIT and len(tests) > 1:  # one test per line, as ruff does
+        if len(line) + 4 * self.depth > LINE_LIMIT and len(tests) > 1:  # one per line, as ruff
             line = "if not (\n    " + "\n    and ".join(tests) + "\n):"
         body.append(line)
-        body.extend(raise_lines("NonFiniteGradient", message, indent=8))
+        body.extend(raise_lines("NonFiniteGradient", message, indent=4 * self.depth + 4))
         code_parts.append(test)
         self.names = []
         self.used = True
@@ -494,12 +586,6 @@ def raise_lines(cls: str, message: str, indent: int) -> list[str]:
     chunks = textwrap.wrap(message, width, drop_whitespace=False, break_long_words=True,
                            break_on_hyphens=False)
     return [f"    raise {cls}(", *(f"        {string_literal(c)}" for c in chunks), "    )"]
-
-
-def string_literal(text: str) -> str:
-    """A double-quoted Python string literal (the quote style ruff format keeps)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
 
 
 def _rule_of(node: Node) -> tuple[str, ...]:

@@ -19,9 +19,8 @@ from .errors import GradgenError
 from .ir import Graph, Node, Ref
 from .ops.core import cast
 from .ops.registry import defop
-from .source import SourceLoc
+from .source import SourceLoc, parameter_names
 from .tracer import Tracer, at_loc, bind, shaped
-from .tracing import parameter_names
 
 _calls = itertools.count(1)
 

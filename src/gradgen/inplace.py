@@ -15,7 +15,7 @@ from .errors import GradgenError, UnsupportedOperation
 from .ops import OPS
 from .ops.arrays import _inverse_perm
 from .ops.index import index_add, normalize_index, read, real_index, write
-from .ops.registry import route
+from .ops.registry import BOUND, route
 from .source import current_loc
 from .tracer import Tracer, shaped, tracer_value
 
@@ -219,3 +219,9 @@ def put_along_axis(arr, indices, values, axis):
 
 
 route(np.put_along_axis, put_along_axis, "index_update")
+# The tracer's writing methods (x[i] = v, x += y, x.fill, x.sort, np.add.at, out=) reach
+# these through the table: the tracer sits below this module, which builds on the ops.
+BOUND["setitem"] = assign
+BOUND["overwrite"] = overwrite
+BOUND["add.at"] = add_at
+BOUND["out="] = write_out

@@ -22,17 +22,19 @@ _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
 
 
 def _traced_math_function(name: str, fn):
-    handler = BOUND.get(fn)
-
     def traced(*args, **kwargs):
-        if not any(isinstance(a, Tracer) for a in args):
+        for a in args:  # (a plain loop: this runs per math call of the traced code)
+            if isinstance(a, Tracer):
+                break
+        else:
             return fn(*args, **kwargs)
+        handler = BOUND.get(fn)  # looked up now: the rows register after this module loads
         if handler is None:
             raise UnsupportedOperation(
                 f"math.{name} has no gradient rule in gradgen", current_loc(),
                 "add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a "
                 "gradgen.Function with a backward")
-        return handler(*(_as_math_sees(a) for a in args), **kwargs)
+        return handler(*map(_as_math_sees, args), **kwargs)
 
     traced.__name__ = name
     traced.__qualname__ = f"math.{name}"

@@ -84,6 +84,9 @@ class Ref(NamedTuple):
         return f"Ref(%{self.node.serial}, {self.index})"
 
 
+_new_ref = tuple.__new__
+
+
 class _SerialCounter:
     """Node serials: creation order, used for deterministic ordering (never id())."""
 
@@ -100,17 +103,23 @@ SERIALS = _SerialCounter()
 
 
 class Node:
-    """One SSA operation. Created once; only the name hint may be filled in later, when the
-    tracer sees which assignment bound the value.
+    """One SSA operation. Created once; only the name may be filled in later, when the
+    tracer sees which assignment bound the value (and ``hint``/``grad_of``, below).
 
     ``role`` is 'input', 'const', 'fwd' or 'bwd'; ``name`` is the user's name for the value
     (an assignment target, a parameter, ``grad_<name>`` for an adjoint) when there is one.
+
+    For a value the user did not name, whoever makes it may say what it holds, for the
+    emitter's names (naming.py): ``hint`` is a name a pass chose (``h_stack``), and
+    ``grad_of`` the forward value this one is the adjoint of (named ``grad_<its name>``).
+    Neither makes the value a statement of its own; a single-use one is still inlined.
     """
 
-    __slots__ = ("attrs", "avals", "inputs", "loc", "name", "op", "origin", "role", "serial")
+    __slots__ = ("attrs", "avals", "grad_of", "hint", "inputs", "loc", "name", "op", "origin",
+                 "role", "serial")
 
     def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None,
-                 origin=None):
+                 origin=None, hint=None):
         self.serial = SERIALS.take() if serial is None else serial
         self.op = op
         self.inputs: tuple[Ref, ...] = tuple(inputs)
@@ -121,6 +130,8 @@ class Node:
         self.role: str = role
         # For a backward node: (forward op, input index) whose VJP rule created it.
         self.origin = origin
+        self.hint: str | None = hint
+        self.grad_of: Node | None = None
 
     @property
     def next_functions(self) -> tuple[tuple[Node, int], ...]:
@@ -135,8 +146,18 @@ class Node:
 
     def with_inputs(self, inputs) -> Node:
         """This node reading other inputs (same serial: it takes this node's place)."""
-        return Node(self.op, inputs, self.attrs, self.avals, self.loc, self.name, self.role,
-                    self.serial, self.origin)
+        node = Node(self.op, inputs, self.attrs, self.avals, self.loc, self.name, self.role,
+                    self.serial, self.origin, self.hint)
+        node.grad_of = self.grad_of
+        return node
+
+    def takes_hints_of(self, other: Node) -> None:
+        """``other`` is replaced by this node (the same value): what ``other`` was said to hold
+        names this node too, unless the node already has a name, a hint or an adjoint's."""
+        if (self.name is None and self.hint is None and self.grad_of is None
+                and self.role == other.role and len(self.avals) == 1):
+            self.hint = other.hint
+            self.grad_of = other.grad_of
 
     @property
     def is_view(self) -> bool:
@@ -146,7 +167,7 @@ class Node:
 
     @property
     def out(self) -> Ref:
-        return Ref(self, 0)
+        return _new_ref(Ref, (self, 0))  # Ref(self, 0) without NamedTuple's Python __new__
 
     @property
     def aval(self) -> Aval:

@@ -8,14 +8,24 @@ line; ``source.py`` decides which lines to parse (one function, or the whole fil
 from __future__ import annotations
 
 import ast
-
-from .source import LineInfo
+import keyword
+import re
+from dataclasses import dataclass
 
 # Statements that libcst called "small": one or more of them (``a = 1; b = 2``) make a line.
 _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Pass,
            ast.Break, ast.Continue, ast.Delete, ast.Import, ast.ImportFrom, ast.Global,
            ast.Nonlocal, ast.Raise, ast.Assert)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True, slots=True)
+class LineInfo:
+    """What a source line holds: the targets it assigns, its statement, a branch test."""
+
+    targets: tuple[str, ...] = ()
+    statement: str = ""
+    condition: str | None = None
 
 
 def parse_def(lines: list[str], first: int) -> ast.stmt | None:
@@ -44,8 +54,9 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
         end += 1
     # Blank lines before the def keep the file's line numbers; "if 1:" admits an indented def.
     prefix = "\n" * (first - 2) + "if 1:\n" if indent else "\n" * (first - 1)
+    body_lines, whole = _skeleton(lines[first - 1:end], first)
     try:
-        module = ast.parse(prefix + "".join(lines[first - 1:end]))
+        module = ast.parse(prefix + "".join(body_lines))
     except (SyntaxError, ValueError):
         return None
     body = module.body[0].body if indent else module.body
@@ -55,7 +66,44 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
     start = min([d.lineno for d in node.decorator_list] + [node.lineno])
     if start != first or not node.body or node.body[0].lineno == _header_end(node):
         return None
+    node.whole_lines = whole  # (see _skeleton: the assignments parsed as `pass`)
     return node
+
+
+# An assignment that is a whole line: names, an operator (= or +=, ...), a value that
+# holds no "=" (keyword arguments, a = b = c) and no ":" (lambda, walrus, annotation).
+_WHOLE_ASSIGNMENT = re.compile(
+    r"([ \t]*)([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
+    r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:]*$")
+_NOT_PLAIN = re.compile(r"[\\'\"#;]")  # strings, comments, continuations, a; b
+_DEPTH = str.maketrans("([{)]}", "((()))")
+
+
+def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, tuple[str, ...]]]:
+    """The def's lines with each one-line assignment replaced by ``pass``, and the names
+    each of those lines assigns, by line number. The line table needs statements, not
+    expressions, and building the expressions of a long unrolled function is most of the
+    parser's time: a ``pass`` keeps the line's place and column, its targets are read here
+    and its text from the source (_Text). Only for plain code (no string, comment,
+    backslash or semicolon, so brackets can be counted by characters); anything else is
+    parsed as written."""
+    if _NOT_PLAIN.search("".join(lines)):
+        return lines, {}
+    out, whole, depth = [], {}, 0
+    match_assignment = _WHOLE_ASSIGNMENT.match
+    for number, line in enumerate(lines, first):
+        counted = line.translate(_DEPTH)
+        opened = counted.count("(") - counted.count(")")
+        match = match_assignment(line) if depth == 0 and opened == 0 else None
+        depth += opened
+        if match is not None:
+            targets = tuple(name.strip() for name in match[2].split(","))
+            if not any(map(keyword.iskeyword, targets)):
+                out.append(f"{match[1]}pass\n")
+                whole[number] = targets
+                continue
+        out.append(line)
+    return out, whole
 
 
 def parse_file(lines: list[str]) -> list[ast.stmt]:
@@ -91,7 +139,10 @@ def block_end(lines: list[str], node) -> int:
 def line_table_of(statements: list[ast.stmt], lines: list[str],
                   table: dict[int, LineInfo]) -> None:
     """Fill ``table`` (line number -> LineInfo) for ``statements`` and everything inside."""
-    text = _Text(lines)
+    whole: dict[int, tuple[str, ...]] = {}
+    for stmt in statements:
+        whole.update(getattr(stmt, "whole_lines", {}))
+    text = _Text(lines, whole)
     pending = [statements]
     while pending:
         body = pending.pop()
@@ -126,8 +177,13 @@ def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> N
     if not group or not text.starts_line(group[0]):
         return
     stmt = group[-1]
-    info = LineInfo(_targets(stmt), text.code(stmt))
-    for line in range(group[0].lineno, stmt.end_lineno + 1):
+    targets = text.whole.get(stmt.lineno) if type(stmt) is ast.Pass else None
+    info = LineInfo(_targets(stmt) if targets is None else targets, text.code(stmt))
+    first, last = group[0].lineno, stmt.end_lineno
+    if first == last:  # most statements
+        table[first] = info
+        return
+    for line in range(first, last + 1):
         table[line] = info
 
 
@@ -151,8 +207,9 @@ def _targets(stmt: ast.stmt) -> tuple[str, ...]:
 class _Text:
     """Source text of ast nodes, whitespace collapsed to single spaces (offsets are UTF-8)."""
 
-    def __init__(self, lines: list[str]):
+    def __init__(self, lines: list[str], whole: dict[int, tuple[str, ...]] | None = None):
         self.lines = lines
+        self.whole = whole or {}  # line -> names of an assignment parsed as `pass`
 
     def starts_line(self, stmt: ast.stmt) -> bool:
         line = self.lines[stmt.lineno - 1]
@@ -171,7 +228,14 @@ class _Text:
         return (data[0][col:] + b"".join(data[1:-1]) + data[-1][:end_col]).decode()
 
     def code(self, node) -> str:
-        return " ".join(self.segment(node.lineno, node.col_offset, node.end_lineno,
+        first = node.lineno
+        if first in self.whole:  # the statement is the rest of its line
+            return " ".join(self.lines[first - 1].encode()[node.col_offset:].decode().split())
+        if first == node.end_lineno:  # one ASCII line (most statements): a slice of it
+            line = self.lines[first - 1]
+            if line.isascii():
+                return " ".join(line[node.col_offset:node.end_col_offset].split())
+        return " ".join(self.segment(first, node.col_offset, node.end_lineno,
                                      node.end_col_offset).split())
 
     def condition(self, stmt) -> str:

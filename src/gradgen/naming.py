@@ -1,9 +1,13 @@
-"""Final names for emitted values: the user's targets, versioned, unique and keyword-safe."""
+"""Final names for emitted values: the user's targets, versioned, unique and keyword-safe, and
+for the values the user did not name, names made from what they hold (x_head_sq)."""
 
 from __future__ import annotations
 
+import itertools
 import keyword
 import re
+
+import numpy as np
 
 from .ir import Node
 from .source import line_targets
@@ -16,7 +20,8 @@ _IDENT = re.compile(r"[^0-9a-zA-Z_]")
 def _clean(name: str) -> str:
     if name.isascii() and name.isidentifier():  # nearly always: nothing to clean, no regex
         return name
-    name = _IDENT.sub("_", name) or "v"
+    # xs[t] (a loop's row, read inside the loop) -> xs_t; t - 1 -> t_1
+    name = re.sub(r"__+", "_", _IDENT.sub("_", name)).rstrip("_") or "v"
     if name[0].isdigit():
         name = f"v_{name}"
     return name
@@ -47,38 +52,237 @@ class Namer:
         self.taken.add(name)
 
 
-_UNARY_NAMED = {"sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "exp",
-                "expm1", "log", "log1p", "log2", "log10", "sqrt", "abs", "fabs", "sign",
-                "square", "norm", "sum", "mean"}
+class Held:
+    """What the values of one graph hold, for the names of those the user did not name: the
+    names given so far (shared with the emitter), the names the user's code binds (a made-up
+    name never takes one), and the graph's node for each serial (the adjoint of a value was
+    noted on a node that optimization may since have rebuilt under the same serial)."""
+
+    def __init__(self, nodes, names: dict[Node, str]):
+        self.nodes = nodes
+        self.names = names
+        self.user_names = {n.name for n in nodes if n.name is not None}
+        self.current = {n.serial: n for n in nodes}
+        self._readers: dict[Node, Node | None] | None = None  # built when first asked
+        self._gradients: set[Node] | None = None  # likewise
+        self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
+
+    def is_gradient(self, node: Node) -> bool:
+        """Is ``node`` computed from an adjoint (not only from forward values, like the
+        sign(x) a derivative multiplies by)?"""
+        if self._gradients is None:
+            gradients: set[Node] = set()
+            for n in self.nodes:
+                if (n.op.name == "seed" or n.grad_of is not None
+                        or (n.name or "").startswith("grad_")
+                        or (n.role == "bwd" and any(r.node in gradients for r in n.inputs))):
+                    gradients.add(n)
+            self._gradients = gradients
+        return node in self._gradients
+
+    def reader(self, node: Node) -> Node | None:
+        """The one node that reads ``node``, if only one does."""
+        if self._readers is None:
+            readers: dict[Node, Node | None] = {}
+            for reader in self.nodes:
+                for ref in reader.inputs:
+                    seen = readers.setdefault(ref.node, reader)
+                    if seen is not reader:
+                        readers[ref.node] = None  # read twice: no one op it is the input of
+            self._readers = readers
+        return self._readers.get(node)
+
+    def argument_name(self, node: Node) -> str | None:
+        """``node`` is read once, by a one-input op whose statement has a name (h_row =
+        np.tanh(W @ h + b)): the op's argument, h_row_arg."""
+        reader = self.reader(node)
+        name = self.names.get(reader) if reader is not None and len(reader.inputs) == 1 else None
+        return self.made(f"{name}_arg") if name and name.isidentifier() else None
+
+    def made(self, name: str | None) -> str | None:
+        """A name made up for a value, if it is short, names at most one version of a value,
+        and is not one the user's code binds."""
+        if name is None or len(name) > MAX_HELD or name in self.user_names:
+            return None
+        if sum(map(str.isdigit, name.split("_"))) > 1:
+            return None  # W_h_98_plus_U_xs_99: versions of several values no longer read
+        return name
 
 
 def base_name(node: Node, names: dict[Node, str], output_name: str,
-              writes: dict[Node, list[Node]] | None = None) -> str:
+              writes: dict[Node, list[Node]] | None = None, held: Held | None = None) -> str:
     """The name a statement for ``node`` should have before versioning. ``writes`` maps a
     value to the index updates that write it into an array (see ``index_writes``)."""
     if node.name:
         return node.name
     if node.op.name == "seed":
         return f"grad_{output_name}"
-    operand = node.inputs[0].node if node.inputs else None
-    prefix = "grad_" if node.role == "bwd" else ""
-    if node.op.name == "getitem" and node.role != "bwd" and operand is not None:
-        whole = names.get(operand) or operand.name
-        if whole:
-            return f"{whole}_{part_name(node.attrs['index'])}"
-    written = written_into(node, writes or {}, names)
-    if written is not None and node.role != "bwd":
-        return written
-    if node.op.name in _UNARY_NAMED and operand is not None and operand in names:
-        operand_name = names[operand]
-        if node.role == "bwd" or operand_name.startswith("grad_"):
-            operand_name = operand_name.removeprefix("grad_")
-            return f"{prefix}{node.op.name}_{operand_name}"
-        return f"{node.op.name}_{operand_name}"
+    if node.role != "bwd":
+        written = written_into(node, writes or {}, names)
+        if written is not None:
+            return written
+    held = held or Held((), names)
+    made = held_name(node, held)
+    if made is not None:
+        return made
+    held.fallbacks.add(node)  # h_part, tmp: say nothing a name made from them could repeat
     info_targets = _line_targets(node)
+    prefix = "grad_" if node.role == "bwd" and held.is_gradient(node) else ""
     if info_targets:
         return f"{prefix}{info_targets[0]}_part"
+    reader = held.reader(node)
+    into = held_name(reader, held, 1) if reader is not None else None
+    if into is not None:
+        return f"{into}_part"  # what goes into grad_lam (a sum of it, say)
     return f"{prefix}tmp"
+
+
+# --- names after what a value holds ---------------------------------------------------------
+#
+# A value the user did not name is named after what it holds, mechanically, from its op and
+# its operands' names: x[:-1] is x_head, x_head ** 2 is x_head_sq, 1.0 - x_head is
+# one_minus_x_head, np.exp(z) is exp_z, W @ h is W_h, the adjoint of x_head_sq is
+# grad_x_head_sq. Nothing is guessed (no "residual", no "dx"): a name only says which op made
+# the value from which operands. A name past MAX_HELD characters no longer reads at a glance;
+# the value then gets the line's target (``h_part``) or ``tmp``. An adjoint is grad_ and its
+# value's name, however long that is, so the two always read as a pair.
+
+MAX_HELD = 24
+MAX_OPERAND_DEPTH = 3  # ops deep into an inlined operand's expression, at most
+
+_NAMED_CALLS = frozenset({
+    "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
+    "atanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "cbrt", "abs",
+    "fabs", "sign", "norm", "sum", "mean", "max", "min", "prod", "std", "var", "erf", "erfc",
+    "floor", "ceil", "round", "trunc", "inv", "det", "trace", "diag", "diagonal", "cumsum",
+    "cumprod", "tril", "triu", "outer", "solve", "maximum", "minimum", "hypot", "logaddexp",
+    "cholesky", "pinv", "nansum", "nanmean", "nanmax", "nanmin", "atan2", "sinc", "argsort",
+    "argmax", "argmin",
+})
+_INFIX = {"add": "plus", "sub": "minus", "mul": "times", "div": "over", "eq": "eq", "ne": "ne",
+          "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "mod": "mod", "floordiv": "floordiv"}
+_SUFFIX = {"transpose": "T", "reshape": "reshaped", "broadcast_to": "broadcast",
+           "square": "sq", "copy": "copy", "isnan": "isnan", "isfinite": "isfinite"}
+_SCALED = {"mul": "scaled", "div": "scaled", "add": "shifted", "sub": "shifted"}
+_POWER = {2: "{x}_sq", 3: "{x}_cube", 0.5: "sqrt_{x}"}
+_NUMBER_WORDS = {0: "zero", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six",
+                 7: "seven", 8: "eight", 9: "nine", 10: "ten", 0.5: "half"}
+
+
+def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | None:
+    """A name saying what ``node`` holds, made from its op and its operands' names (their
+    statements' names, or what they hold when they are inlined, at most ``depth`` ops deep),
+    or None when the rule has nothing short and honest to say. The adjoint of a value is
+    ``grad_`` and that value's name."""
+    node = held.current.get(node.serial, node)
+    if node in held.fallbacks:
+        return None  # sin_tmp_1 would say no more than tmp_1
+    known = held.names.get(node) or node.name or node.hint
+    if known is not None:
+        return known if known.isidentifier() else None  # a loop body reads xs[t]: no name
+    forward = node.grad_of
+    if forward is not None:
+        forward = held.current.get(forward.serial, forward)
+        name = held_name(forward, held, depth) or held.argument_name(forward)
+        return f"grad_{name}" if name is not None else None
+    if depth == 0 or node.op.n_out != 1:
+        return None
+    op = node.op.name
+    if op == "getitem":
+        whole = held_name(node.inputs[0].node, held, depth - 1)
+        return held.made(f"{whole}_{part_name(node.attrs['index'])}") if whole else None
+    if op == "stack":
+        return held.made(_stack_name(node, held))
+    if op in ("cast", "adjoint"):  # the same numbers (in another dtype)
+        return held_name(node.inputs[0].node, held, depth)
+    operands = []
+    for ref in node.inputs:
+        operand = ref.node
+        text = (_constant_word(operand.attrs["value"]) if operand.op.name == "const"
+                else held_name(operand, held, depth - 1))
+        if text is None:
+            return None
+        operands.append(text)
+    return held.made(_compose(op, operands))
+
+
+def _compose(op: str, operands: list[str]) -> str | None:
+    """The name of ``op`` applied to operands with these names."""
+    if "" in operands:  # a constant without a word: 100.0 * x is x_scaled, x + 0.3 x_shifted
+        if op not in _SCALED or len(operands) != 2 or operands == ["", ""]:
+            return None
+        if operands[0] == "" and op in ("sub", "div"):  # 0.3 - x, 0.3 / x: neither
+            return None
+        return f"{operands[0] or operands[1]}_{_SCALED[op]}"
+    if op == "mul" and len(operands) == 2 and operands[0] == operands[1]:
+        return f"{operands[0]}_sq"  # h * h
+    if (len(operands) == 2 and op in _BINARY and not _WORD_NUMBERS.keys() & operands
+            and any(map(_has_number, operands))):
+        return None  # W_h_plus_U_xs_1: two values, one of them a loop step's version
+    if op in _INFIX and len(operands) == 2:
+        return f"{operands[0]}_{_INFIX[op]}_{operands[1]}"
+    if op in ("pow", "math_pow") and len(operands) == 2:
+        x, exponent = operands
+        shape = _POWER.get(_WORD_NUMBERS.get(exponent))
+        return shape.format(x=x) if shape else f"{x}_pow_{exponent}"
+    if op == "neg":
+        return f"neg_{operands[0]}"
+    if op == "matmul" and len(operands) == 2:
+        return f"{operands[0]}_{operands[1]}"  # W @ h: W_h, as a person writes the product
+    if op in _SUFFIX and operands:
+        return f"{operands[0]}_{_SUFFIX[op]}"
+    if op in _NAMED_CALLS and operands:
+        return f"{op}_{'_'.join(operands)}"
+    return None
+
+
+_BINARY = frozenset(_INFIX) | {"matmul", "pow", "math_pow"}
+
+
+def _has_number(name: str) -> bool:
+    """Does the name carry a version or an index (h_3, xs_0)? (C-level: per operand)"""
+    return any(map(str.isdigit, name.split("_")))
+
+
+_WORD_NUMBERS = {word: number for number, word in _NUMBER_WORDS.items()}
+
+
+def _constant_word(value) -> str:
+    """A small constant as a word (1.0 - x: one_minus_x); "" for any other constant."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        return ""
+    number = float(value)
+    if number.is_integer() and 0 <= number <= 10:
+        return _NUMBER_WORDS[int(number)]
+    return _NUMBER_WORDS.get(number, "")
+
+
+def _stack_name(node: Node, held: Held) -> str | None:
+    """``np.stack([h_row, h_row_1, h_row_2])``, versions of one name: h_rows. A constant
+    row, or an argument first (where a recurrence starts from), does not change that."""
+    base = None
+    for i, ref in enumerate(node.inputs):
+        if ref.node.op.name == "const" or i == 0 and ref.node.op.name == "input":
+            continue  # np.stack([h0, h, h_1]): the state a recurrence starts from, then h's
+        name = held_name(ref.node, held, 1)
+        if name is None:
+            return None
+        stem = _unversioned(name)
+        if base is None:
+            base = stem
+        elif stem != base:
+            return None
+    if base is None:
+        return None
+    return f"{base}_stack" if base.endswith("s") else f"{base}s"
+
+
+def _unversioned(name: str) -> str:
+    """h_row_2 -> h_row, h_row_2_arg -> h_row_arg: the name without its version numbers."""
+    parts = name.split("_")
+    if not any(map(str.isdigit, parts)):
+        return name
+    return "_".join(itertools.filterfalse(str.isdigit, parts)) or name
 
 
 def _line_targets(node: Node) -> tuple[str, ...]:

@@ -12,6 +12,22 @@ _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`"
            "abs": "`abs()`", "matmul": "`@`", "mod": "`%`", "floordiv": "`//`", "round": "`round()`",
            "lt": "`<`", "le": "`<=`", "gt": "`>`", "ge": "`>=`", "eq": "`==`", "ne": "`!=`",
            "trunc": "`int()`"}
+# Rows with no array-API form (target="array-api" refuses them by name when emitting), and
+# rows it refuses for some of their cases only (a form the standard lacks for those
+# arguments). tests/test_array_api_rows.py emits every row's cases to keep both sets true.
+ARRAY_API_REFUSED = frozenset({
+    "add_along_axis", "cbrt", "diag", "exp2", "fmax", "fmin", "fmod", "heaviside",
+    "logaddexp2", "nan_to_num", "nanmax", "nanmean", "nanmin", "nansum",
+})
+ARRAY_API_PARTLY = frozenset({"diagonal", "pad", "trace", "index_add", "take_along_axis",
+                              "getitem", "tril", "triu", "repeat", "einsum"})
+
+
+def _array_api_form(name: str) -> str:
+    if name in ARRAY_API_REFUSED:
+        return "no"
+    return "some cases" if name in ARRAY_API_PARTLY else "yes"
+
 def _called_as() -> dict[str, set[str]]:
     """op name -> every spelling that reaches it: bound callables, adapters, array methods."""
     from .tracer import _METHOD_TWINS
@@ -68,8 +84,12 @@ def render_ops_markdown() -> str:
         "to `args[i]`, written with NumPy on the traced values it receives (so it is differentiated",
         "again, emitted and checked like the rows below); or wrap the code in a `gradgen.Function`.",
         "",
-        "| op | called as | derivative rule |",
-        "| --- | --- | --- |",
+        "The last column says whether `target=\"array-api\"` writes the row: yes, no (the emit",
+        "raises `gradgen.UnsupportedOperation` naming it and your line), or for some of its",
+        "arguments only (the standard has no form for the others).",
+        "",
+        "| op | called as | derivative rule | array API |",
+        "| --- | --- | --- | --- |",
     ]
     for name in sorted(OPS):
         op = OPS[name]
@@ -82,7 +102,8 @@ def render_ops_markdown() -> str:
             rule = "locally constant: zero gradient"
         else:
             rule = "; ".join(f"`{t}`" for t in op.rule_text) or "identity"
-        lines.append(f"| `{name}` | {called} | {rule.replace('|', chr(92) + '|')} |")
+        rule = rule.replace("|", chr(92) + "|")
+        lines.append(f"| `{name}` | {called} | {rule} | {_array_api_form(name)} |")
     lines.append("")
     return "\n".join(lines)
 

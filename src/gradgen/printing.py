@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .ir import Graph, Node
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a view of a graph: ir calls down into it (tests/test_layering.py)
+    from .ir import Graph, Node
+
 
 
 def _names(graph: Graph) -> dict[Node, str]:

@@ -13,18 +13,25 @@ from .ir import Graph, Node, Ref
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
-from .ops.core import _seed_value, add_n, adjoint, cast
-from .tracer import Trace, Tracer, at_loc
+from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
+from .peephole import Shared
+from .tracer import Trace, Tracer, at_loc, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
     """Nodes whose value depends differentiably on a ``wrt`` input."""
     active = {n for n in wrt if n.aval.is_float}
-    for node in graph.nodes:
-        if node.op.nondiff or node.op.vjp is None or node in active:
+    for node in graph.nodes:  # plain loops: this runs per node of the forward
+        op = node.op
+        if op.nondiff or op.vjp is None or node in active:
             continue
-        if any(r.node in active for r in node.inputs) and any(a.is_float for a in node.avals):
-            active.add(node)
+        for r in node.inputs:
+            if r.node in active:
+                for aval in node.avals:
+                    if aval.dtype.kind == "f":
+                        active.add(node)
+                        break
+                break
     return active
 
 
@@ -33,7 +40,9 @@ def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set
     needed = {r.node for r in outputs if r.node in active}
     for node in reversed(graph.nodes):
         if node in needed:
-            needed.update(r.node for r in node.inputs if r.node in active)
+            for r in node.inputs:
+                if r.node in active:
+                    needed.add(r.node)
     return needed
 
 
@@ -59,6 +68,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.inputs = list(graph.inputs)
     trace.values = dict(values)
     trace.lazy = True  # the backward is built on shapes: the emitted code computes it
+    trace.shared = Shared(graph.nodes)
+    trace.share_constants(graph.nodes)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     loop_adjoints: dict[Node, dict[int, object]] = {}
 
@@ -87,7 +98,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if node.op.name == "loop":
                 with at_loc(node.loc):
                     pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                                   contributions)
+                                   contributions, reverse)
                 continue
             if node.op.name == "function_output":
                 siblings = function_calls[node.attrs["call"], node.inputs[1:]]
@@ -100,9 +111,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             g = _combine(contributions.pop(node.out, None), node)
             if isinstance(g, Tracer):
                 adjoints[node] = g.ref
-            if g is not None:
-                with at_loc(node.loc):
-                    _pull_back(trace, node, g, needed, contributions)
+            if g is not None:  # (each contribution is recorded at node's line: _contribution)
+                _pull_back(trace, node, g, needed, contributions)
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
@@ -137,15 +147,23 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 
 
 def _pull_back(trace, node, g, needed, contributions) -> None:
-    ans = trace.tracer(node.out)
-    ins = [trace.tracer(r) if r.node.op.name != "const" else trace.values[r.node]
-           for r in node.inputs]
+    # The tracers the rules read (trace.tracer, written out for one output: this runs per
+    # node), constants as their values
+    values = trace.values
+    ans = Tracer(trace, node.out, values[node]) if node.op.n_out == 1 else trace.tracer(
+        node.out)
+    ins = []
+    for r in node.inputs:
+        op = r.node.op
+        if op.name == "const":
+            ins.append(values[r.node])
+        else:
+            ins.append(Tracer(trace, r, values[r.node]) if op.n_out == 1 else trace.tracer(r))
     rules = node.op.vjp
-    variadic = node.op.extra.get("variadic", False)
-    # a rule may ask for another order: a[i] = v reads grad_a[i] for v before it zeroes it
-    order = node.op.extra.get("vjp_order", ())
-    deferred = node.op.extra.get("deferred_vjp", ())
-    for i in (*order, *(k for k in range(len(node.inputs)) if k not in order)):
+    variadic, order, deferred = _rule_layout(node.op)
+    if order:
+        order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
+    for i in order or range(len(node.inputs)):
         r = node.inputs[i]
         if r.node not in needed:
             continue
@@ -153,19 +171,38 @@ def _pull_back(trace, node, g, needed, contributions) -> None:
         if rule is None:
             continue
         k = 0 if variadic else i
-        if i in deferred:
-            c = _Deferred(node, k, r, lambda rule=rule, r=r: rule(g, ans, *ins, **node.attrs))
-        else:
-            c = _contribution(node, k, r, lambda rule=rule: rule(g, ans, *ins, **node.attrs))
+        args = (node, k, r, rule, g, ans, ins)
+        c = _Deferred(args) if i in deferred else _contribution(*args)
         contributions.setdefault(r, []).append((node.serial, c, node, k))
 
 
-def _contribution(node: Node, k: int, r: Ref, make):
-    with at_loc(node.loc, (node.op, k)):
-        try:
-            return _fit(make(), r)
-        except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
-            raise not_finite(node, e) from e
+_LAYOUTS: dict = {}
+
+
+def _rule_layout(op) -> tuple:
+    """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
+    (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
+    before it zeroes it), and those built only when their input's adjoint is combined."""
+    layout = _LAYOUTS.get(op)
+    if layout is None:
+        extra = op.extra
+        layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
+                                 extra.get("deferred_vjp", ()))
+    return layout
+
+
+def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
+    """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
+    saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
+    try:
+        c = rule(g, ans, *ins, **node.attrs)
+        if type(c) is Tracer and c.ref.node.avals[c.ref.index] is r.node.avals[r.index]:
+            return c  # the common case (Python floats share one Aval): nothing to match
+        return _fit(c, r)
+    except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
+        raise not_finite(node, e) from e
+    finally:
+        swap_loc(*saved)
 
 
 class _Deferred:
@@ -173,8 +210,8 @@ class _Deferred:
     zeroes grad_a[i] for the old ``a``; built late, that write comes after every use of
     the row grad_a[i] that went to ``v``, so the module can zero it in place."""
 
-    def __init__(self, node, k, r, make):
-        self.args = (node, k, r, make)
+    def __init__(self, args):
+        self.args = args
 
     def build(self):
         return _contribution(*self.args)
@@ -200,16 +237,24 @@ def _combine(entries, node: Node):
     ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
     if not entries:
         return None
-    entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
-               for e in entries]
-    entries.sort(key=lambda e: e[0])
-    _, first, user, index = entries[0]
+    if len(entries) > 1:
+        entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
+                   for e in entries]
+        entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
+    elif isinstance(entries[0][1], _Deferred):
+        entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
+    key, first, user, index = entries[0]
+    if len(entries) == 1 and not (node.name and key >= 0 and isinstance(first, Tracer)):
+        if key >= 0 and isinstance(first, Tracer):
+            _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
+        return first  # nothing to add up or to name: no node to place
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    with at_loc(loc, origin if entries[0][0] >= 0 else None):
+    saved = swap_loc(loc, origin if entries[0][0] >= 0 else None)
+    try:
         if len(entries) == 1:
             g = first
         else:
@@ -217,24 +262,60 @@ def _combine(entries, node: Node):
             partial = f"grad_{node.name}_partial" if node.name else None
             g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1
-        if node.name and not is_own_seed and isinstance(g, Tracer):
-            g = adjoint(g)
-            g.ref.node.name = f"grad_{node.name}"
+        if isinstance(g, Tracer) and not is_own_seed:
+            _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
+            if node.name:
+                g = _named(g, f"grad_{node.name}")
+    finally:
+        swap_loc(*saved)
     return g
 
 
-MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
+def _first(entry):
+    return entry[0]
+
+
+def _named(g: Tracer, name: str) -> Tracer:
+    """``g`` under the user's name for it: an ``adjoint`` node (an identity that carries the
+    name). A Python number's is recorded directly: what bind would do, step by step."""
+    ref = g.ref
+    aval = ref.node.avals[ref.index]
+    if type(g._value) is float and aval.py is float:
+        trace = g._trace
+        node = trace.add(adjoint, (ref,), {}, (aval,), name=name)
+        trace.values[node] = g._value
+        return Tracer(trace, node.out, g._value)
+    g = adjoint(g)
+    g.ref.node.name = name
+    return g
+
+
+def _note_adjoint(made: Node, node: Node) -> None:
+    """``made`` is the adjoint of ``node``, a value the user did not name: the emitter names
+    it after that value (``grad_x_tail``) unless something already says what it holds."""
+    if (made.role == "bwd" and made.name is None and made.hint is None
+            and made.grad_of is None and made.op.name != "seed"):
+        made.grad_of = node
 
 
 def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
     """``t1 + t2 + ... + tk`` left to right. Past MAX_FUSED_TERMS the running sum becomes the
     first term of the next add_n: the same additions in the same order, in statements a
-    reader (and Python's compiler) can take in."""
+    reader (and Python's compiler) can take in. A scalar added to itself is ``2 * t``
+    (exact in binary floating point), as fold would make it."""
+    if len(terms) == 2 and _same_scalar(*terms):
+        return OPS["mul"](2, terms[0])
     total = add_n(*terms[:MAX_FUSED_TERMS], uses=uses)
     for start in range(MAX_FUSED_TERMS, len(terms), MAX_FUSED_TERMS - 1):
         total.ref.node.name = partial_name
         total = add_n(total, *terms[start:start + MAX_FUSED_TERMS - 1], uses=())
     return total
+
+
+def _same_scalar(a, b) -> bool:
+    """Are ``a`` and ``b`` one computed scalar (Shared made two equal contributions one)?"""
+    return (isinstance(a, Tracer) and isinstance(b, Tracer) and a.ref == b.ref
+            and a.ref.aval.shape == () and a.ref.node.op.name != "const")
 
 
 def _as_tracer(trace: Trace, g):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import linecache
 import os
 import sys
@@ -11,6 +12,9 @@ import weakref
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import linemap
+from .linemap import LineInfo
 
 _GRADGEN_DIR = os.path.dirname(os.path.abspath(__file__))
 # Frames inside NumPy, the standard library and installed packages are never "the user's
@@ -106,15 +110,6 @@ def current_loc() -> SourceLoc | None:
 # --- what the source says at a line -------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LineInfo:
-    """What a source line holds: the targets it assigns, its statement, a branch test."""
-
-    targets: tuple[str, ...] = ()
-    statement: str = ""
-    condition: str | None = None
-
-
 class _FileLines:
     """What is known of one file's lines: parsed a function at a time (the ones traced), or
     whole when a line outside them is asked about."""
@@ -153,8 +148,6 @@ def analyse_code(code) -> dict[int, LineInfo]:
     first = code.co_firstlineno
     if known.whole or first in known.covered:
         return known.table
-    from . import linemap
-
     node = linemap.parse_def(known.lines, first)
     if node is None:
         return analyse_file(code.co_filename)
@@ -168,8 +161,6 @@ def analyse_file(filename: str) -> dict[int, LineInfo]:
     """Line number -> LineInfo for a whole file (or notebook cell); {} if it has no source."""
     known = _file_lines(filename)
     if not known.whole:
-        from . import linemap
-
         known.table.clear()  # the same statements again, from the whole file
         linemap.line_table_of(linemap.parse_file(known.lines), known.lines, known.table)
         known.whole = True
@@ -198,10 +189,27 @@ def function_source(code) -> str | None:
     first = code.co_firstlineno
     last = known.blocks.get(first)
     if last is None:
-        from . import linemap
-
         node = linemap.parse_def(known.lines, first)
         if node is None:
             return None
         last = known.blocks[first] = linemap.block_end(known.lines, node)
     return "".join(known.lines[first - 1:last])
+
+
+def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
+    """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
+    e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())[skip:]
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}_{i - len(params) + 1}")
+        else:
+            names.append(f"arg{i}")
+    return names

@@ -11,11 +11,23 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import Graph, Node, Ref, aval_of
-from .ops.registry import BOUND, OPS
+from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
+from .ops.registry import BOUND, OPS, set_bind
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
-_state = threading.local()
+
+class _State(threading.local):
+    """Per thread: the location and rule ops are recorded under (at_loc), the naming
+    watcher, the stack of traces. Class defaults, so a new thread reads None."""
+
+    loc = None
+    origin = None
+    watch = None
+    stack = None
+    last_loc = None
+
+
+_state = _State()
 
 
 class at_loc:
@@ -23,12 +35,14 @@ class at_loc:
     call stack which user line an op belongs to) and, in reverse mode, from the VJP rule
     ``origin`` = (forward op, input index)."""
 
+    __slots__ = ("loc", "origin", "saved")
+
     def __init__(self, loc, origin=None):
         self.loc = loc
         self.origin = origin
 
     def __enter__(self):
-        self.saved = getattr(_state, "loc", None), getattr(_state, "origin", None)
+        self.saved = _state.loc, _state.origin
         _state.loc = self.loc
         _state.origin = self.origin
 
@@ -36,9 +50,19 @@ class at_loc:
         _state.loc, _state.origin = self.saved
 
 
+def swap_loc(loc, origin=None) -> tuple:
+    """``at_loc`` as two calls: record under ``loc`` and ``origin`` from now on, and return
+    what was before, to restore with ``swap_loc(*saved)``."""
+    state = _state
+    saved = state.loc, state.origin
+    state.loc = loc
+    state.origin = origin
+    return saved
+
+
 def set_watcher(watch) -> None:
-    """``watch(frame, callee)`` is told the user frame each recorded value comes from (the
-    naming observer, tracing.BindingObserver), in this thread; None stops it."""
+    """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
+    (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
     _state.watch = watch
 
 
@@ -50,14 +74,27 @@ def _user_loc() -> SourceLoc | None:
         callee, frame = frame, frame.f_back
     if frame is None:
         return None
-    watch = getattr(_state, "watch", None)
+    line = frame_line(frame)
+    watch = _state.watch
     if watch is not None:
-        watch(frame, callee)
-    return SourceLoc(frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name)
+        watch(frame, callee, line)
+    code = frame.f_code
+    last = _state.last_loc  # the ops of one line share its SourceLoc (immutable)
+    if last is not None and last.line == line and last.file is code.co_filename and (
+            last.func is code.co_name):
+        return last
+    loc = _state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    return loc
+
+
+# Every trace open in any thread. The cached call of a gradient (api.py) asks this set, one
+# global read, instead of this thread's stack: while any thread traces it takes the careful
+# path, which asks the stack. (set.add and set.discard are atomic: no lock.)
+OPEN_TRACES: set[Trace] = set()
 
 
 def _stack() -> list[Trace]:
-    stack = getattr(_state, "stack", None)
+    stack = _state.stack
     if stack is None:
         stack = _state.stack = []
     return stack
@@ -90,20 +127,24 @@ class Trace:
         # Nodes that depend on no input (NumPy buffers made inside the function, and what is
         # computed from them alone): their values may be used as plain numbers.
         self.constant: set[Node] = set()
+        # Reverse mode: the graph's nodes by what they compute (peephole.Shared), so the
+        # backward never makes a node the graph already has
+        self.shared = None
 
     def __enter__(self) -> Self:
         _stack().append(self)
+        OPEN_TRACES.add(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _stack().pop()
+        OPEN_TRACES.discard(_stack().pop())
 
     # --- recording -------------------------------------------------------------------------
 
     def add(self, op, inputs, attrs, avals, name=None, role=None) -> Node:
-        loc = getattr(_state, "loc", None) or _user_loc()
+        loc = _state.loc or _user_loc()
         node = Node(op, inputs, attrs, avals, loc, name, role or self.role,
-                    origin=getattr(_state, "origin", None))
+                    origin=_state.origin)
         self.nodes.append(node)
         return node
 
@@ -130,6 +171,14 @@ class Trace:
                 ref = self._consts[key] = self._const_node(value, aval)
             return ref
         return self._const_node(value, aval)
+
+    def share_constants(self, nodes) -> None:
+        """Scalar constants of ``nodes`` (a graph this trace extends) are the ones ``const``
+        hands out: one node per number, as in the trace that made them."""
+        for node in nodes:
+            if node.op.name == "const" and node.aval.shape == ():
+                value = node.attrs["value"]
+                self._consts.setdefault((type(value), repr(value)), node.out)
 
     def _const_node(self, value, aval) -> Ref:
         node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
@@ -195,18 +244,23 @@ def bind(op, args, attrs) -> object:
         return op.impl(*args, **attrs)
     values, refs = [], []
     constant = True
+    scalars = True  # every input a scalar: a lazy trace computes the op at once
     for a in args:
         if isinstance(a, Tracer):
             if a._trace is not trace:
                 a = trace.lift(a)
+            ref = a.ref
             values.append(a._value)
-            refs.append(a.ref)
-            constant = constant and a.ref.node in trace.constant
+            if constant and ref.node not in trace.constant:
+                constant = False
         else:
             values.append(a)
-            refs.append(trace.const(a))
+            ref = trace.const(a)
+        refs.append(ref)
+        if scalars and ref.node.avals[ref.index].shape:
+            scalars = False
     pending = Pending in map(type, values)
-    if trace.lazy and not constant:
+    if trace.lazy and not constant and (pending or not scalars):
         result = _bind_abstract(trace, op, values, refs, attrs, args, pending)
         if result is not None:
             return result
@@ -214,18 +268,26 @@ def bind(op, args, attrs) -> object:
         values = [concrete(trace.values, r) if type(v) is Pending else v
                   for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
-    outs = out if op.n_out > 1 else (out,)
     try:
-        avals = [aval_of(o) for o in outs]
+        avals = [aval_of(o) for o in out] if op.n_out > 1 else (
+            _PY_AVALS.get(type(out)) or aval_of(out),)  # a Python number's: no call
     except TypeError as e:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
-                                   getattr(_state, "loc", None) or current_loc()) from None
+                                   _state.loc or current_loc()) from None
+    key = None
+    if trace.shared is not None:
+        refs = tuple(refs)
+        same, key = trace.shared.find(op, refs, attrs, avals[0])
+        if same is not None:
+            return Tracer(trace, same, out)
     node = trace.add(op, refs, attrs, avals)
+    if key is not None:
+        trace.shared.known[key] = node
     if constant:
         trace.constant.add(node)
     if op.n_out > 1:
         trace.values[node] = out
-        return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(outs))
+        return tuple(Tracer(trace, Ref(node, i), o) for i, o in enumerate(out))
     result = Tracer(trace, node.out, out)
     if trace.live is not None and type(out) is np.ndarray and not constant:
         trace.values[node] = Pending.of(out)
@@ -275,8 +337,7 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
-def _op(name):
-    return OPS[name]
+_op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
 
 def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
@@ -346,98 +407,98 @@ class Tracer:
     def __repr__(self):
         return f"Traced({self.value!r})"
 
-    # --- arithmetic ----------------------------------------------------------------------
+    # --- arithmetic (bind called directly: one call fewer per operator on a tracer) ----------
     def __add__(self, o):
-        return _op("add")(self, o)
+        return bind(OPS["add"], (self, o), {})
 
     def __radd__(self, o):
-        return _op("add")(o, self)
+        return bind(OPS["add"], (o, self), {})
 
     def __sub__(self, o):
-        return _op("sub")(self, o)
+        return bind(OPS["sub"], (self, o), {})
 
     def __rsub__(self, o):
-        return _op("sub")(o, self)
+        return bind(OPS["sub"], (o, self), {})
 
     def __mul__(self, o):
-        return _op("mul")(self, o)
+        return bind(OPS["mul"], (self, o), {})
 
     def __rmul__(self, o):
-        return _op("mul")(o, self)
+        return bind(OPS["mul"], (o, self), {})
 
     def __truediv__(self, o):
-        return _op("div")(self, o)
+        return bind(OPS["div"], (self, o), {})
 
     def __rtruediv__(self, o):
-        return _op("div")(o, self)
+        return bind(OPS["div"], (o, self), {})
 
     def __pow__(self, o, mod=None):
         if mod is not None:
             raise _unsupported("pow() with a modulus on a traced value")
-        return _op("pow")(self, o)
+        return bind(OPS["pow"], (self, o), {})
 
     def __rpow__(self, o):
-        return _op("pow")(o, self)
+        return bind(OPS["pow"], (o, self), {})
 
     def __matmul__(self, o):
-        return _op("matmul")(self, o)
+        return bind(OPS["matmul"], (self, o), {})
 
     def __rmatmul__(self, o):
-        return _op("matmul")(o, self)
+        return bind(OPS["matmul"], (o, self), {})
 
     def __neg__(self):
-        return _op("neg")(self)
+        return bind(OPS["neg"], (self,), {})
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _op("abs")(self)
+        return bind(OPS["abs"], (self,), {})
 
     def __floordiv__(self, o):
-        return _op("floordiv")(self, o)
+        return bind(OPS["floordiv"], (self, o), {})
 
     def __rfloordiv__(self, o):
-        return _op("floordiv")(o, self)
+        return bind(OPS["floordiv"], (o, self), {})
 
     def __mod__(self, o):
-        return _op("mod")(self, o)
+        return bind(OPS["mod"], (self, o), {})
 
     def __rmod__(self, o):
-        return _op("mod")(o, self)
+        return bind(OPS["mod"], (o, self), {})
 
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise _unsupported("round() with digits of a traced value")
-        return _op("round")(self)
+        return bind(OPS["round"], (self,), {})
 
     def __floor__(self):
-        return _op("floor")(self)
+        return bind(OPS["floor"], (self,), {})
 
     def __ceil__(self):
-        return _op("ceil")(self)
+        return bind(OPS["ceil"], (self,), {})
 
     def __trunc__(self):
-        return _op("trunc")(self)
+        return bind(OPS["trunc"], (self,), {})
 
     # --- comparisons: traced booleans, turned into guards by bool() --------------------------
     def __lt__(self, o):
-        return _op("lt")(self, o)
+        return bind(OPS["lt"], (self, o), {})
 
     def __le__(self, o):
-        return _op("le")(self, o)
+        return bind(OPS["le"], (self, o), {})
 
     def __gt__(self, o):
-        return _op("gt")(self, o)
+        return bind(OPS["gt"], (self, o), {})
 
     def __ge__(self, o):
-        return _op("ge")(self, o)
+        return bind(OPS["ge"], (self, o), {})
 
     def __eq__(self, o):
-        return _op("eq")(self, o)
+        return bind(OPS["eq"], (self, o), {})
 
     def __ne__(self, o):
-        return _op("ne")(self, o)
+        return bind(OPS["ne"], (self, o), {})
 
     __hash__ = object.__hash__
 
@@ -508,9 +569,7 @@ class Tracer:
         return BOUND["getitem"](self, index)
 
     def __setitem__(self, index, value):
-        from .inplace import assign
-
-        assign(self, index, value)
+        BOUND["setitem"](self, index, value)
 
     # x += y on a number rebinds the name (x = x + y); on an array it writes into the array,
     # which every view and alias of it sees: a new version (see inplace.py).
@@ -518,9 +577,7 @@ class Tracer:
         result = _op(op_name)(self, o)
         if not isinstance(shaped(self), np.ndarray):
             return result
-        from .inplace import overwrite
-
-        overwrite(self, result)
+        BOUND["overwrite"](self, result)
         return self
 
     def __iadd__(self, o):
@@ -545,9 +602,7 @@ class Tracer:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         out = kwargs.pop("out", None)
         if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
-            from .inplace import add_at
-
-            return add_at(*inputs)
+            return BOUND["add.at"](*inputs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
         handler = BOUND.get(ufunc)
@@ -559,9 +614,8 @@ class Tracer:
         result = handler(*_numpy_scalars(inputs))
         if out is None:
             return result
-        from .inplace import write_out  # np.add(a, b, out=a): the result written into a
-
-        return write_out(out, result, ufunc.__name__)
+        # np.add(a, b, out=a): the result written into a
+        return BOUND["out="](out, result, ufunc.__name__)
 
     def __array_function__(self, func, types, args, kwargs):
         if func in _STATIC_QUERIES:  # shape questions: known at trace time, no node needed
@@ -604,14 +658,12 @@ class Tracer:
         return _op("copy")(np.reshape(self, (self.size,)))  # a copy, never a view
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        from .ops.core import cast
-
         dtype = np.dtype(dtype)
         if dtype.kind not in "biuf":
             raise _unsupported(f".astype({dtype}) of a traced value")
         if dtype == self.dtype and not copy:
             return self
-        return cast(self, dtype=dtype.name)
+        return _op("cast")(self, dtype=dtype.name)
 
     def copy(self, order="C"):
         return _op("copy")(self)
@@ -623,9 +675,7 @@ class Tracer:
         return self
 
     def fill(self, value):
-        from .inplace import overwrite
-
-        overwrite(self, value)
+        BOUND["overwrite"](self, value)
 
     # & | ^ ~ on boolean masks: the logical rows (on integers, NumPy's bitwise ufuncs)
     def _bits(self, logical, bitwise, o, first=True):
@@ -669,9 +719,7 @@ class Tracer:
         result = ufunc(self, o)
         if not isinstance(shaped(self), np.ndarray):
             return result
-        from .inplace import overwrite
-
-        overwrite(self, result)
+        BOUND["overwrite"](self, result)
         return self
 
     @property
@@ -689,9 +737,7 @@ class Tracer:
         raise AttributeError(f"'Tracer' object has no attribute {name!r}")
 
     def sort(self, axis=-1, kind=None, order=None):
-        from .inplace import overwrite
-
-        overwrite(self, np.sort(self, axis=axis))
+        BOUND["overwrite"](self, np.sort(self, axis=axis))
 
 
 def _method_twin(name: str, func):
@@ -810,3 +856,6 @@ def is_tracer(x) -> bool:
 
 for _name, _func in _METHOD_TWINS.items():
     setattr(Tracer, _name, _method_twin(_name, _func))
+
+
+set_bind(bind)

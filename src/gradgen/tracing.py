@@ -13,7 +13,7 @@ from .errors import GradgenError
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, analyse_code, frame_line, is_user_file, refresh
+from .source import SourceLoc, analyse_code, frame_line, is_user_file, parameter_names, refresh
 from .tracer import Trace, Tracer, set_watcher
 
 
@@ -84,11 +84,12 @@ class BindingObserver:
                 self.stack.clear()
                 self.boundary = None
 
-    def see(self, frame, callee) -> None:
-        """A value is about to be recorded from user ``frame``, inside its call ``callee``."""
+    def see(self, frame, callee, line: int | None = None) -> None:
+        """A value is about to be recorded from user ``frame`` (running ``line``, if known),
+        inside its call ``callee``."""
         state = self.frames.get(frame)
         if state is not None and frame is self.stack[-1]:
-            self._step(frame, state, callee)
+            self._step(frame, state, callee, line)
             return
         new = []  # user frames not seen before, innermost first, with the frame each calls
         known = frame
@@ -104,8 +105,10 @@ class BindingObserver:
             self.frames[user] = _FrameNames(user, calls, analyse_code(user.f_code))
             self.stack.append(user)
 
-    def _step(self, frame, state: _FrameNames, callee) -> None:
-        line, lasti = frame_line(frame), frame.f_lasti
+    def _step(self, frame, state: _FrameNames, callee, line: int | None = None) -> None:
+        if line is None:
+            line = frame_line(frame)
+        lasti = frame.f_lasti
         if line == state.line and (lasti > state.lasti or lasti == state.lasti
                                    and callee is state.callee):
             state.lasti, state.callee = lasti, callee  # still the same run of the line
@@ -170,25 +173,6 @@ def _gradgen_cause(error: BaseException) -> GradgenError | None:
         error = error.__cause__ or error.__context__
         seen += 1
     return None
-
-
-def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
-    """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
-    e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())[skip:]
-    except (TypeError, ValueError):
-        params = []
-    names = []
-    for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                   params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            names.append(f"{params[-1].name}_{i - len(params) + 1}")
-        else:
-            names.append(f"arg{i}")
-    return names
 
 
 def function_name(fn) -> str:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import html
+from typing import TYPE_CHECKING
 
-from ..ir import Graph
 from .svg import graph_svg
+
+if TYPE_CHECKING:  # a view of a graph: ir calls down into it (tests/test_layering.py)
+    from ..ir import Graph
 
 _PALETTE = ("--fg: #1b1f24; --muted: #57606a; --edge: #6e7781; --fwd-fill: #ddeeff; "
             "--fwd-line: #0550ae; --bwd-fill: #ffe6cc; --bwd-line: #9a4a00;")

@@ -11,13 +11,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import html
+import inspect
 import linecache
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..build import Built
 from ..ir import Graph, Node
+from ..tracing import function_loc
 from .assets import CSS, JS
 from .highlight import highlight_lines, tokens_of
 from .statements import FunctionView, parse_module
@@ -329,3 +332,33 @@ def iframe(page_html: str, height: int = 640) -> str:
     return (f'<iframe title="gradgen explain {digest}" srcdoc="{_esc(page_html)}" '
             f'style="width: 100%; height: {height}px; border: 1px solid #d0d7de; '
             'border-radius: 8px;" sandbox="allow-scripts"></iframe>')
+
+
+# --- the page for a build ------------------------------------------------------------------
+
+
+def _def_line(fn) -> tuple[str | None, int | None, list[str]]:
+    loc = function_loc(fn)
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        params = []
+    if loc is None:
+        return None, None, params
+    return loc.file, loc.line, params
+
+
+def page_for_built(built: Built, fn) -> str:
+    """The page for one compiled path of ``fn``."""
+    file, line, params = _def_line(fn)
+    names = params or built.forward.meta.get("arg_names", [])
+    argnums = built.request.argnums
+    wrt = ", ".join(names[a] for a in argnums if a < len(names))
+    kind = next((k for k in ("hessian", "jacobian") if f"def {built.fname}_{k}(" in built.source),
+                "vjp" if built.request.vjp else "gradient")
+    what = {"vjp": "the vector-Jacobian product", "hessian": f"the Hessian with respect to {wrt}",
+            "jacobian": f"the Jacobian with respect to {wrt}"}.get(
+        kind, f"the gradient with respect to {wrt}" if wrt else "")
+    page = PageInput(built.annotated_source(), built.joint, built.fname, file, line,
+                     list(names), what)
+    return render_page(page)

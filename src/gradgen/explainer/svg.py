@@ -14,9 +14,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..ir import Graph, Node
 from ..printing import _names
+
+if TYPE_CHECKING:  # a view of a graph: ir calls down into it (tests/test_layering.py)
+    from ..ir import Graph, Node
 
 CHAR_W = 7.3  # width of one character at the 12 px monospace font the page uses
 NODE_H = 38

@@ -3,10 +3,14 @@
 Found from the trace alone: a loop shows as a run of nodes that repeats (same op, same source
 line, same shapes, same attributes) where each repetition reads only itself, the one before
 it (the carried values), values from before the run (invariants), constants equal in every
-repetition, and ``xs[t]``-style reads whose integer index moves by a fixed step. Anything
-else (a branch on some iterations, a value kept from two iterations back, a constant that
-changes, a value of an early iteration read after the loop) ends the run there: what cannot
-be rolled stays unrolled, so rolling never changes what is computed.
+repetition, and ``xs[t]``-style reads whose integer index moves by a fixed step. A buffer
+written row by row (``h[t] = ...``, ``h[t - 1]`` read back) is a carried value whose reads
+and writes index a row that moves with the trip (region.Moving); a Python number that
+changes every trip is the counter itself (``dt * t``), a formula of it (``0.99 ** t``) or a
+table of the traced numbers. Anything else (a branch on some iterations, a value kept from
+two iterations back, a value of an early iteration read after the loop) ends the run there:
+what cannot be rolled stays unrolled, so rolling never changes what is computed. (Lists
+stacked or summed after the loop are moved into it first: gather.py.)
 """
 
 from __future__ import annotations
@@ -19,13 +23,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abstract import Pending, concrete
-from ..ir import Graph, Node, Ref
+from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
 from ..optimize.cse import _hashable
+from ..optimize.dce import dce
 from ..source import SourceLoc
-from .region import Region, Slice, loop, loop_out
+from .gather import gather_into_trips
+from .region import Moving, Region, Slice, loop, loop_out
 
 MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and reads well)
+# A run of fewer than ALWAYS_ROLL trips of scalar code is unrolled while the unrolled code
+# stays within UNROLL_OPS operations: one Python statement per operation runs faster than a
+# loop that keeps each trip's values in lists and reads them back (models.scalar_loop, 20
+# trips of 10 ops: 1.0x hand-written unrolled, 1.3x rolled), and the bound keeps the first
+# call's cost (which grows with the unrolled ops) near the rolled loop's. Loops over arrays
+# stay loops: their backward batches the weights' gradients (loops/batch.py), as fast.
+ALWAYS_ROLL = 100
+UNROLL_OPS = 500
 _FREE = ("input", "const")
 
 
@@ -42,6 +56,19 @@ def _output_value(values, ref: Ref):
 def roll_loops(graph: Graph, values: dict) -> Graph:
     """``graph`` with every run of at least MIN_TRIPS uniform iterations replaced by a loop
     node; repeated so that a loop whose iterations are loops rolls too."""
+    if any(n.op.extra.get("statement") for n in graph.nodes):
+        # ``prev = h[t]`` is read again after every later write into h (a view follows its
+        # array); the reads nobody uses would make the first trip look unlike the others
+        graph, _ = dce(graph)
+    gathered = gather_into_trips(graph, values)
+    if gathered is not None:  # np.stack(hs), sum(losses) after the loop: moved into it
+        rolled = _roll(gathered[0], values)
+        if not gathered[1].intersection(rolled.nodes):
+            return rolled  # (kept only when every moved node went into a loop)
+    return _roll(graph, values)
+
+
+def _roll(graph: Graph, values: dict) -> Graph:
     for _ in range(8):
         nodes, outputs, changed = _roll_once(graph.nodes, graph.outputs, values)
         if not changed:
@@ -54,7 +81,7 @@ def _key(node: Node):
     op = node.op.name
     loc = node.loc
     attrs = node.attrs
-    if op == "getitem" and len(node.inputs) == 1:
+    if _row_op(node):
         attrs_key = tuple("int" if type(i) is int else _hashable(i) for i in attrs["index"])
     elif op == "loop":
         attrs_key = attrs["region"].signature
@@ -70,6 +97,13 @@ def _key(node: Node):
     return (op, where, node.avals, attrs_key, len(node.inputs), node.role)
 
 
+def _row_op(node: Node) -> bool:
+    """A read ``x[i]`` or a write ``a[i] = v`` whose integer items may move trip by trip."""
+    name = node.op.name
+    return (name == "getitem" and len(node.inputs) == 1
+            or name == "index_update" and len(node.inputs) == 2)
+
+
 def _const_key(node: Node):
     return ("const", node.avals, _hashable(node.attrs["value"]))
 
@@ -78,7 +112,8 @@ def _const_key(node: Node):
 class _Plan:
     """A run of ``trips`` uniform iterations found at ``iters``, with how each input slot of
     the body is fed: ("in", position, index), ("carry", position, index), ("out", node,
-    index) for an invariant, or ("const", key)."""
+    index) for an invariant, or ("const", key). ``moving`` holds the body's reads and writes
+    of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
 
     iters: list[list[Node]]
     trips: int
@@ -86,6 +121,8 @@ class _Plan:
     inits: dict[tuple[int, int], Ref]
     slices: dict[int, Slice]
     hoisted: list[int]
+    moving: dict[int, Slice]
+    varying: list[tuple[int, int]]
 
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
@@ -134,7 +171,7 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         reps = 1
         while keys[i + reps * period:i + (reps + 1) * period] == base:
             reps += 1
-        if reps >= MIN_TRIPS:
+        if reps >= MIN_TRIPS and not _unrolls(seq[i:j], reps):
             # Where a trip starts: here, a trip later (the first may differ), or a few ops
             # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
             # The first source line of the body is where a trip most likely starts.
@@ -156,8 +193,9 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
 def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     """The loop these trips make, or, when fewer than MIN_TRIPS of them are uniform, how
     many are (None when the run fails for another reason)."""
-    if any(n.op.extra.get("statement") or n.op.n_out > 1 for n in iters[0]):
-        return None  # in-place writes stay unrolled (their buffers need the versions)
+    if any(n.op.n_out > 1 or n.op.extra.get("statement") and not _row_op(n)
+           for n in iters[0]):
+        return None  # np.add.at, out=, ...: their versions stay unrolled
     where: dict[Node, tuple[int, int]] = {}
     for k, trip in enumerate(iters):
         for j, node in enumerate(trip):
@@ -179,18 +217,34 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     classes = [[classify(1, r) for r in n.inputs] for n in iters[1]]
     if any(c[0] == "far" for cl in classes for c in cl):
         return None
-    slices: dict[int, Slice] = {}
+    valid = len(iters)
+    varying: set[tuple[int, int]] = set()  # dt * t, gamma ** t: a number new every trip
+    for j, node in enumerate(iters[1]):
+        for s, c in enumerate(classes[j]):
+            if c[0] == "const" and type(node.inputs[s].node.attrs["value"]) in (int, float):
+                run = _const_run(iters, j, s)
+                numbers = [trip[j].inputs[s].node.attrs["value"] for trip in iters[:run]]
+                if len(set(numbers)) > 1 and (_per_trip_number(node, s)
+                                              or _counter(numbers) is not None
+                                              or _formula(numbers) is not None):
+                    varying.add((j, s))
+                    classes[j][s] = ("vary", j, s)
+                    valid = min(valid, run)
+    slices: dict[int, Slice] = {}  # xs[t] of a value from before the loop: a body input
+    moving: dict[int, Slice] = {}  # h[t] = ..., h[t - 1] of a carried buffer: in the body
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
-        if a.op.name == "getitem" and len(a.inputs) == 1 and a.attrs != b.attrs:
-            if classes[j][0][0] not in ("out", "const"):
-                return None
+        if _row_op(a) and a.attrs != b.attrs:
             template = a.attrs["index"]
             step = tuple(y - x if type(x) is int else 0
                          for x, y in zip(template, b.attrs["index"], strict=True))
-            slices[j] = Slice(template, step)
-    reads = {j for j, n in enumerate(iters[0]) if n.op.name == "getitem" and len(n.inputs) == 1}
-    valid = len(iters)
-    for s in slices.values():  # xs[t - 1] must not wrap around from xs[-1] to xs[0]
+            if a.op.name == "getitem" and classes[j][0][0] in ("out", "const"):
+                slices[j] = Slice(template, step)
+            elif classes[j][0][0] in ("in", "carry"):
+                moving[j] = Slice(template, step)
+            else:
+                return None
+    reads = {j for j, n in enumerate(iters[0]) if _row_op(n)}
+    for s in (*slices.values(), *moving.values()):  # h[t - 1] must not wrap from h[-1] to h[0]
         for x, d in zip(s.template, s.step, strict=True):
             if d > 0 and x < 0:
                 valid = min(valid, -(x // d) if x % d else -x // d)
@@ -201,11 +255,12 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
         for j, node in enumerate(iters[k]):
             expected = classes[j]
             for s, ref in enumerate(node.inputs):
-                if classify(k, ref) != expected[s]:
+                if classify(k, ref) != expected[s] and (j, s) not in varying:
                     same = False
                     break
+            row = slices.get(j) or moving.get(j)
             if same and j in reads and node.attrs["index"] != (
-                    slices[j].at(k) if j in slices else iters[0][j].attrs["index"]):
+                    row.at(k) if row is not None else iters[0][j].attrs["index"]):
                 same = False
             if not same:
                 break
@@ -220,7 +275,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             expected = classes[j][s]
             first = classify(0, ref)
             if expected[0] != "carry":
-                if first != expected:
+                if first != expected and expected[0] != "vary":
                     return None
                 continue
             if first[0] not in ("out", "const"):
@@ -232,16 +287,122 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     for (q, index), ref in inits.items():
         if q in slices or not _fits(ref.aval, iters[0][q].avals[index]):
             return None
+        if moving and iters[0][q].is_view:
+            return None  # a row of a buffer carried to the next trip, which writes the buffer
     trips = _rolled_trips(iters, valid, carried, where, users)
     if trips < MIN_TRIPS:
         return None
+    if _unrolls(iters[0], trips):
+        return trips  # (as if only these were uniform: the search goes on after them)
     hoisted: list[int] = []  # loop-invariant code: computed once, before the loop
     for j, node in enumerate(iters[0]):
-        if (j not in slices and j not in carried and node.op.name != "guard" and node.avals
+        if (j not in slices and j not in moving and j not in carried
+                and node.op.name != "guard" and node.avals
                 and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
                         for c in classes[j])):
             hoisted.append(j)
-    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted)
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying))
+
+
+def _per_trip_number(node: Node, s: int) -> bool:
+    """May input ``s`` of ``node``, a Python number, become a per-trip input read from a
+    float64 array? When NumPy gives the same result either way: an elementwise op whose
+    result is a float64 NumPy value (a Python number is weakly typed; a float64 is not, so
+    next to float32 arrays it would change the dtype)."""
+    value = node.inputs[s].node.attrs["value"]
+    aval = node.avals[0] if len(node.avals) == 1 else None
+    return (type(value) in (float, int) and node.op.elementwise and aval is not None
+            and aval.py is None and aval.dtype == np.float64
+            and (type(value) is float or abs(value) < 2**53))
+
+
+def _counter(numbers: list) -> tuple[int, int] | None:
+    """(step, first) when ``numbers`` are the Python ints first, first + step, ...: the loop
+    counter, or an affine function of it (``dt * t``, ``x ** (t + 1)``)."""
+    if any(type(n) is not int for n in numbers) or len(numbers) < 2:
+        return None
+    step = numbers[1] - numbers[0]
+    return (step, numbers[0]) if all(
+        n == numbers[0] + step * k for k, n in enumerate(numbers)) else None
+
+
+def _formula(numbers: list) -> tuple | None:
+    """How Python computed these per-trip floats from a counter ``k + offset``, when one of
+    the forms people write gives every one of them bit for bit: ``s * k`` (``dt * t``),
+    ``g ** k`` (``gamma ** t``) or ``p * g ** k``. (offset, scale, base) with None for the
+    parts a form lacks; None when no form fits (the numbers become a table)."""
+    if any(type(n) is not float for n in numbers) or len(numbers) < 3:
+        return None
+    first, second = numbers[0], numbers[1]
+    candidates = []  # the user's constants are short decimals: try those near the ratios
+    for offset in (0, 1, 2):
+        for scale in _short(second - first):
+            candidates.append((offset, scale, None))
+        if first != 0.0:
+            for base in _short(second / first):
+                for scale in _short(first / base**offset):
+                    candidates.append((offset, None if scale == 1.0 else scale, base))
+    for offset, scale, base in candidates:
+        if all(_formula_at(offset, scale, base, k) == n for k, n in enumerate(numbers)):
+            return offset, scale, base
+    return None
+
+
+def _short(x: float) -> list[float]:
+    return list(dict.fromkeys((x, float(f"{x:.15g}"), float(f"{x:.12g}"))))
+
+
+def _formula_at(offset, scale, base, k: int) -> float:
+    counter = k + offset
+    if base is None:
+        return scale * counter
+    return base**counter if scale is None else scale * base**counter
+
+
+def _formula_nodes(formula: tuple, counter: Node, loc) -> list[Node]:
+    """The body nodes computing ``formula`` from the ``counter`` input, the last one its
+    value: ``0.01 * t``, ``0.99 ** t``, ``0.01 * 0.99 ** t``."""
+    _, scale, base = formula
+    made: list[Node] = []
+    float_aval = aval_of(1.0)
+
+    def const(value: float) -> Ref:
+        made.append(Node(OPS["const"], (), {"value": value}, (float_aval,), None, None, "const"))
+        return made[-1].out
+
+    value = counter.out
+    if base is not None:
+        made.append(Node(OPS["pow"], (const(base), value), {}, (float_aval,), loc, None, "fwd"))
+        value = made[-1].out
+    if scale is not None:
+        made.append(Node(OPS["mul"], (const(scale), value), {}, (float_aval,), loc, None,
+                         "fwd"))
+    return made
+
+
+def _formula_value(node: Node, values: dict):
+    if node.op.name == "const":
+        return node.attrs["value"]
+    return node.op.impl(*(values[r.node] for r in node.inputs))
+
+
+def _const_run(iters, j: int, s: int) -> int:
+    """How many trips from the first have a Python number of one type at input ``s`` of
+    their node ``j``."""
+    kind = type(iters[1][j].inputs[s].node.attrs["value"])
+    for k, trip in enumerate(iters):
+        if j >= len(trip) or s >= len(trip[j].inputs):  # (the last trip may run past the run)
+            return k
+        node = trip[j].inputs[s].node
+        if node.op.name != "const" or type(node.attrs["value"]) is not kind:
+            return k
+    return len(iters)
+
+
+def _unrolls(trip: list[Node], trips: int) -> bool:
+    """Is a run better left unrolled: short, on scalars only, and small once unrolled?"""
+    return (trips < ALWAYS_ROLL and trips * len(trip) <= UNROLL_OPS
+            and all(aval.shape == () for node in trip for aval in node.avals))
 
 
 def _line(node: Node) -> int:
@@ -250,10 +411,11 @@ def _line(node: Node) -> int:
 
 def _fits(init, carry) -> bool:
     """Can a value of aval ``init`` start a carry of aval ``carry``? The same aval, or a
-    Python float starting a NumPy float scalar (``total = 0.0`` before ``total += x @ w``):
+    Python float or int starting a NumPy float scalar (``total = 0.0`` before ``total +=
+    x @ w``, the 0 that ``sum(losses)`` starts from):
     the loop starts from it converted, which gives the same numbers."""
-    return init == carry or (init.py is float and carry.py is None and carry.shape == ()
-                             and carry.dtype.kind == "f")
+    return init == carry or (init.py in (float, int) and carry.py is None
+                             and carry.shape == () and carry.dtype.kind == "f")
 
 
 def _rolled_trips(iters, valid, carried, where, users) -> int:
@@ -339,6 +501,27 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     slice_at = sorted(plan.slices)
     slice_in = {j: new_input(first[j].aval, first[j].name, concrete(values, first[j].out))
                 for j in slice_at}
+    tables: list[Node] = []  # gamma ** t: each trip's number, read from an array
+    per_trip: dict[tuple[int, int], Node] = {}
+    counted: list[tuple[tuple[int, int], tuple[int, int]]] = []  # dt * t: the counter itself
+    formulas: dict[tuple[int, int], tuple] = {}  # 0.01 * t, 0.99 ** t: written with it
+    for j, s in plan.varying:
+        numbers = [trip[j].inputs[s].node.attrs["value"] for trip in plan.iters]
+        counter = _counter(numbers)
+        if counter is not None:
+            counted.append(((j, s), counter))
+            continue
+        formula = _formula(numbers)
+        if formula is not None:
+            counted.append(((j, s), (1, formula[0])))
+            formulas[(j, s)] = formula
+            continue
+        table_value = np.array(numbers, dtype=np.float64)
+        table = Node(OPS["const"], (), {"value": table_value}, (aval_of(table_value),), None,
+                     None, "const")
+        values[table] = table_value
+        tables.append(table)
+        per_trip[(j, s)] = new_input(aval_of(table_value[0]), None, table_value[0])
     outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
     hoisted: dict[int, Node] = {}
     for j in plan.hoisted:
@@ -364,6 +547,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 invariant(ref)
             elif c[0] == "in" and c[1] in hoisted:
                 invariant(Ref(hoisted[c[1]], c[2]))
+    for (j, s), (_, start) in counted:  # the last body inputs, fed by no loop input
+        per_trip[(j, s)] = new_input(aval_of(start), None, start)
     body_nodes: list[Node] = []
     made: dict[int, Node] = {}
     consts: set[Node] = set()
@@ -384,9 +569,23 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 ins.append(slice_in[c[1]].out if c[1] in slice_in else Ref(made[c[1]], c[2]))
             elif c[0] == "carry":
                 ins.append(carry_in[(c[1], c[2])].out)
+            elif c[0] == "vary" and (c[1], c[2]) in formulas:
+                counter = per_trip[(c[1], c[2])]
+                made_nodes = _formula_nodes(formulas[(c[1], c[2])], counter, node.loc)
+                body_nodes += made_nodes
+                body_values.update((n, _formula_value(n, body_values)) for n in made_nodes)
+                ins.append(made_nodes[-1].out)
+            elif c[0] == "vary":
+                ins.append(per_trip[(c[1], c[2])].out)
             else:
                 ins.append(invariants[ref].out)
-        new = Node(node.op, ins, node.attrs, node.avals, node.loc, node.name, node.role,
+        attrs = node.attrs
+        if j in plan.moving:
+            row = plan.moving[j]
+            attrs = {**attrs, "index": tuple(Moving(x, d) if d else x
+                                             for x, d in zip(row.template, row.step,
+                                                             strict=True))}
+        new = Node(node.op, ins, attrs, node.avals, node.loc, node.name, node.role,
                    origin=node.origin)
         made[j] = new
         body_nodes.append(new)
@@ -396,11 +595,12 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
     body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
                  {"values": body_values, "loc": header})
     body = roll_loops(body, body_values)
-    slices = tuple(plan.slices[j] for j in slice_at)
+    slices = (*(plan.slices[j] for j in slice_at), *(Slice((0,), (1,)) for _ in tables))
+    counters = tuple(counter for _, counter in counted)
     region = Region(body, plan.trips, len(carried), slices, header, var,
-                    _signature(body, plan.trips, slices))
+                    _signature(body, plan.trips, (slices, counters)), counters)
     outer = [*(plan.inits[key] for key in carried), *(first[j].inputs[0] for j in slice_at),
-             *invariants]
+             *(t.out for t in tables), *invariants]
     outer = [subst.get(r, r) for r in outer]  # (hoisted refs are never in subst)
     attrs = {"region": region}
     if region.has_guards:
@@ -414,7 +614,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         values[node] = Pending(tuple(v.arrays[0] for v in final))
     else:
         values[node] = final
-    made_nodes = [*outside, node]
+    made_nodes = [*tables, *outside, node]
     for c, (q, i) in enumerate(carried):
         out = Node(loop_out, (node.out,), {"index": c}, (avals[c],), last[q].loc, last[q].name,
                    "fwd")

@@ -7,7 +7,9 @@ tuple of final carries, read through ``loop_out`` nodes (one per carry, so every
 graph stays a single value). Reverse mode of a ``loop`` is a ``loop_bwd`` node: the same
 iterations backwards over the body's own joint graph, carrying the adjoints of the carries
 and adding up the gradients of the slices and invariants. Both are ordinary nodes to the
-optimizer; the emitter prints them as ``for`` statements (loops/emit.py).
+optimizer; the emitter prints them as ``for`` statements (loops/emit.py). Inside a body, an
+integer index item may move with the trip (``Moving``: ``h[t] = v`` into a carried buffer),
+and the last body inputs may be counters the loop feeds itself (``dt * t``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from ..ir import Graph, Node
 from ..ops import OPS
 from ..ops.index import real_index
 from ..ops.registry import Expr, defop
+from ..optimize import optimize
 from ..source import SourceLoc
+from ..symbolic import symbolic_values
+from ..tracer import Tracer
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,54 @@ class Slice:
                                                                     strict=True))
 
 
+class Moving(int):
+    """An index item that moves with the loop counter, in a body node that reads or writes a
+    row of a value the loop carries (``h[t] = ...``, ``h[t - 1]``): the int is its value on
+    the first trip, ``step`` what it grows by per trip. It equals only a Moving of the same
+    value and step (a pass that compares rows must not take it for a fixed row; the passes
+    that reason about rows ask ``type(i) is int`` and leave it alone)."""
+
+    step: int
+
+    def __new__(cls, value: int, step: int):
+        item = int.__new__(cls, value)
+        item.step = step
+        return item
+
+    def at(self, k: int) -> int:
+        return int(self) + self.step * k
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Moving and int(self) == int(other) and self.step == other.step
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(("moving", int(self), self.step))
+
+    def __repr__(self) -> str:  # the trace listing's index=(k + 1,): k counts the trips
+        head = "k" if self.step == 1 else f"{self.step}*k"
+        return head if int(self) == 0 else f"{head}{int(self):+d}".replace("+", " + ").replace(
+            "-", " - ")
+
+    def __reduce__(self):
+        return (Moving, (int(self), self.step))
+
+
+def attrs_at(attrs: dict, k: int) -> dict:
+    """A body node's attributes on trip ``k``: its moving index items made plain ints."""
+    index = attrs.get("index")
+    if type(index) is not tuple or not any(type(i) is Moving for i in index):
+        return attrs
+    return {**attrs, "index": tuple(i.at(k) if type(i) is Moving else i for i in index)}
+
+
+def has_moving(node: Node) -> bool:
+    index = node.attrs.get("index")  # (a loop_out's index is an int)
+    return type(index) is tuple and any(type(i) is Moving for i in index)
+
+
 @dataclass(eq=False)
 class Region:
     """What a loop node runs: ``body`` (inputs carries, slices, invariants; outputs the next
@@ -50,16 +103,26 @@ class Region:
     header: SourceLoc | None = None
     var: str | None = None
     signature: tuple = ()
+    # (step, first): Python ints the body reads that count with the trips (``dt * t``): the
+    # last body inputs, after the ones the loop node feeds
+    counters: tuple[tuple[int, int], ...] = ()
     _plans: dict = field(default_factory=dict)
 
     @property
     def n_slice(self) -> int:
         return len(self.slices)
 
+    @property
+    def n_outer(self) -> int:
+        """How many inputs the loop node has: the body's, but the counters."""
+        return len(self.body.inputs) - len(self.counters)
+
     def kind(self, i: int) -> str:
-        """What loop input ``i`` is: 'carry', 'slice' or 'invariant'."""
+        """What body input ``i`` is: 'carry', 'slice', 'invariant' or 'counter'."""
         if i < self.n_carry:
             return "carry"
+        if i >= self.n_outer:
+            return "counter"
         return "slice" if i < self.n_carry + self.n_slice else "invariant"
 
     @property
@@ -70,12 +133,14 @@ class Region:
         sources = outer[self.n_carry:self.n_carry + self.n_slice]
         sliced = [src[real_index(s.at(k))] for src, s in zip(sources, self.slices,
                                                                 strict=True)]
-        return [*carries, *sliced, *outer[self.n_carry + self.n_slice:]]
+        counted = [first + step * k for step, first in self.counters]
+        return [*carries, *sliced, *outer[self.n_carry + self.n_slice:self.n_outer], *counted]
 
-    def backward_plan(self, wrt: tuple[int, ...]) -> BackwardPlan:
+    def backward_plan(self, wrt: tuple[int, ...], reverse) -> BackwardPlan:
+        """The reverse of the body for ``wrt``, made once; ``reverse`` is reverse.reverse."""
         plan = self._plans.get(wrt)
         if plan is None:
-            plan = self._plans[wrt] = _backward_plan(self, wrt)
+            plan = self._plans[wrt] = _backward_plan(self, wrt, reverse)
         return plan
 
     def __repr__(self) -> str:
@@ -101,8 +166,9 @@ class BackwardPlan:
 # --- evaluation: run a body graph on values (build-time values, never the emitted code) -----
 
 
-def run_graph(graph: Graph, inputs: list) -> list:
-    """Evaluate ``graph`` on concrete input values; returns its output values."""
+def run_graph(graph: Graph, inputs: list, k: int = 0) -> list:
+    """Evaluate ``graph`` on concrete input values, as trip ``k`` of its loop (the moving
+    index items at their values on that trip); returns its output values."""
     env: dict[Node, object] = dict(zip(graph.inputs, inputs, strict=True))
     for node in graph.nodes:
         op = node.op.name
@@ -112,32 +178,33 @@ def run_graph(graph: Graph, inputs: list) -> list:
             env[node] = node.attrs["value"]
             continue
         with np.errstate(all="ignore"):
-            env[node] = node.op.impl(*[env[r.node] for r in node.inputs], **node.attrs)
+            env[node] = node.op.impl(*[env[r.node] for r in node.inputs],
+                                     **attrs_at(node.attrs, k))
     return [env[r.node] for r in graph.outputs]
 
 
-def _loop_impl(*outer, region: Region):
+def _loop_impl(*outer, region: Region, guarded: bool = False):
     carries = list(outer[:region.n_carry])
     for k in range(region.trips):
-        carries = run_graph(region.body, region.inputs_at(k, carries, outer))
+        carries = run_graph(region.body, region.inputs_at(k, carries, outer), k)
     return tuple(carries)
 
 
 def _loop_bwd_impl(_final, *rest, plan: BackwardPlan):
     region = plan.region
-    n_in = len(region.body.inputs)
+    n_in = region.n_outer
     outer, cotangents = rest[:n_in], list(rest[n_in:])
     carries = list(outer[:region.n_carry])
     history = []
     for k in range(region.trips):
         history.append(carries)
-        carries = run_graph(region.body, region.inputs_at(k, carries, outer))
+        carries = run_graph(region.body, region.inputs_at(k, carries, outer), k)
     adjoints = {c: cotangents[c] for c in plan.carries}
     totals: dict[int, object] = {}
     n_carry = region.n_carry
     for k in reversed(range(region.trips)):
         ins = region.inputs_at(k, history[k], outer) + [adjoints[c] for c in plan.carries]
-        grads = run_graph(plan.joint, ins)[n_carry:]
+        grads = run_graph(plan.joint, ins, k)[n_carry:]
         for i, g in zip(plan.wrt, grads, strict=True):
             if i < n_carry:
                 adjoints[i] = g
@@ -160,14 +227,13 @@ def _loop_bwd_impl(_final, *rest, plan: BackwardPlan):
     return tuple(result)
 
 
-def _loop_sympy(*outer, region: Region):
-    from ..check import symbolic_values
-
+def _loop_sympy(*outer, region: Region, guarded: bool = False):
     carries = list(outer[:region.n_carry])
     body = region.body
     for k in range(region.trips):
         ins = region.inputs_at(k, carries, outer)
-        env = symbolic_values(body, dict(zip(body.inputs, ins, strict=True)))
+        env = symbolic_values(body, dict(zip(body.inputs, ins, strict=True)),
+                              lambda node, _k=k: attrs_at(node.attrs, _k))
         carries = [env[r.node] for r in body.outputs]
     return tuple(carries)
 
@@ -194,10 +260,7 @@ loop_out = defop("loop_out", lambda value, index: value[index], _no_printer, vjp
 # --- reverse mode ------------------------------------------------------------------------------
 
 
-def _backward_plan(region: Region, wrt: tuple[int, ...]) -> BackwardPlan:
-    from ..optimize import optimize
-    from ..reverse import reverse
-
+def _backward_plan(region: Region, wrt: tuple[int, ...], reverse) -> BackwardPlan:
     body = region.body
     values = dict(body.meta["values"])
     carries = tuple(c for c in range(region.n_carry) if body.outputs[c].aval.is_float)
@@ -218,11 +281,11 @@ def _backward_plan(region: Region, wrt: tuple[int, ...]) -> BackwardPlan:
     return BackwardPlan(region, joint, carries, wrt, ())
 
 
-def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -> None:
+def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions,
+                   reverse) -> None:
     """Reverse mode of one loop node: a loop_bwd node and its gradients, one ``loop_out``
-    per loop input that needs one, added to ``contributions`` like any rule's."""
-    from ..tracer import Tracer
-
+    per loop input that needs one, added to ``contributions`` like any rule's. The body's
+    backward is made by ``reverse`` (reverse.reverse, which calls this: handed down)."""
     region: Region = node.attrs["region"]
     body = region.body
     targets = tuple(i for i, r in enumerate(node.inputs)
@@ -231,7 +294,7 @@ def pull_back_loop(trace, node: Node, cotangents: dict, needed, contributions) -
         return
     wrt = tuple(sorted({c for c in range(region.n_carry) if body.inputs[c].aval.is_float}
                        | set(targets)))
-    base = region.backward_plan(wrt)
+    base = region.backward_plan(wrt, reverse)
     plan = BackwardPlan(region, base.joint, base.carries, base.wrt, targets)
     cots = []
     for c in plan.carries:

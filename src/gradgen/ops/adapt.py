@@ -6,6 +6,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperation
 from ..source import current_loc
+from ..tracer import shaped
 
 
 def refuse(what: str, hint: str | None = None):
@@ -16,8 +17,6 @@ def refuse(what: str, hint: str | None = None):
 def value(x):
     """A traced or plain argument shaped as its value (for its shape, dtype and kind only:
     a value not computed yet is a stand-in, see abstract.py)."""
-    from ..tracer import shaped
-
     return shaped(x)
 
 

@@ -15,6 +15,7 @@ from .registry import (
     PREC_MUL,
     PREC_POW,
     Domain,
+    Expr,
     call,
     defop,
     dual,
@@ -108,8 +109,6 @@ abs_ = defop("abs", dual(abs, np.abs), lambda node, args: _abs_printer(node, arg
 
 
 def _abs_printer(node, args):
-    from .registry import Expr
-
     fn = "abs" if node.aval.py is not None else "np.abs"
     return Expr(f"{fn}({args[0].text})")
 
@@ -140,16 +139,12 @@ round_ = defop("round", dual(round, np.round), lambda node, args: _round_printer
 
 
 def _round_printer(node, args):
-    from .registry import Expr
-
     fn = "round" if node.aval.py is not None else "np.round"
     return Expr(f"{fn}({args[0].text})")
 
 
 def _compare(name, fn, symbol, sym):
     def print_compare(node, args):
-        from .registry import Expr
-
         # never let two comparisons print as a chained comparison
         return Expr(f"{args[0].at(PREC_COMPARE + 1)} {symbol} {args[1].at(PREC_COMPARE + 1)}",
                     PREC_COMPARE)

@@ -7,7 +7,9 @@ import operator
 import numpy as np
 
 from .. import abstract
+from ..tracer import shaped
 from .adapt import normalize_axis, refuse
+from .core import cast, copy
 from .registry import Domain, Expr, defop, method, route
 
 try:  # NumPy >= 2.0
@@ -53,8 +55,6 @@ def _unreduce(g, x_shape, axis, keepdims):
 
 
 def _value(x):  # for shape, dtype and kind questions only
-    from ..tracer import shaped
-
     return shaped(x)
 
 
@@ -199,8 +199,6 @@ def reduction(op, np_name):
         axis = normalize_axis(axis, np.ndim(_value(a)))
         if float_dtype and (np.result_type(_value(a)) != np.dtype(dtype)
                             or isinstance(_value(a), float)):
-            from .core import cast
-
             a = cast(a, dtype=np.dtype(dtype).name)
         return op(a, axis=axis, keepdims=bool(keepdims))
 
@@ -231,8 +229,6 @@ def _reshape(a, *shape, order="C", **kw):
             shape = tuple(size // known if d == -1 else d for d in shape)
     out = reshape(a, shape=shape)  # NumPy itself rejects a shape that does not fit
     if copy_:
-        from .core import copy
-
         out = copy(out)
     return out
 

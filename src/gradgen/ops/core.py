@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import abstract
 from ..ir import Aval
+from ..tracer import shaped
 from .registry import PREC_UNARY, Domain, Expr, defop, method, sum_expr
 
 REALS = (-2.0, 2.0)
@@ -123,7 +124,7 @@ adjoint = defop("adjoint", _identity, lambda node, args: args[0],
 
 
 def _print_add_n(node, args):
-    return sum_expr(args[0], args[1:])
+    return sum_expr(args[0], args[1:], getattr(node, "role", None) == "bwd")
 
 
 def _add_n(*xs, uses=()):
@@ -134,6 +135,7 @@ def _add_n(*xs, uses=()):
 
 
 # Every contribution to a reused value's adjoint, summed in one place (fused accumulation).
+MAX_FUSED_TERMS = 16  # a longer sum continues in the next statement, in the same order
 add_n = defop("add_n", _add_n, _print_add_n, vjp=(lambda g, ans, *xs, uses=(): g,),
               sympy=_add_n, extra={"variadic": True}, abstract=abstract.elementwise,
               domain=Domain((REALS,), cases=((((3,), (3,), (3,)), {"uses": ()}),
@@ -182,8 +184,6 @@ def _xp_cast(node, args, scope):
 
 
 def _cast_back(g, ans, x, dtype):
-    from ..tracer import shaped
-
     return cast(g, dtype=np.result_type(shaped(x)).name)
 
 

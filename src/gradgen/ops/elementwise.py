@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ..tracer import _numpy_scalars, from_nested
 from ._sym import locally_constant_floor, sp
 from .adapt import refuse, value
 from .core import literal
@@ -487,16 +488,12 @@ _NO = np._NoValue  # NumPy's "argument not given"
 def _numpy_kinds(*xs):
     """NumPy computes on NumPy scalars: Python numbers (traced or not) become them when no
     array is involved, so the result has NumPy's type (np.where(c, 1.0, x) is a 0-d array)."""
-    from ..tracer import _numpy_scalars
-
     return _numpy_scalars(xs)
 
 
 def _array_arg(x):
     """A list or tuple argument (of numbers or traced values) as an array."""
     if isinstance(x, list | tuple):
-        from ..tracer import from_nested
-
         return from_nested(x, None)
     return x
 

@@ -14,7 +14,9 @@ import numpy as np
 
 from .. import abstract
 from ..errors import UnsupportedOperation
+from ..ir import Node
 from ..source import current_loc
+from ..tracer import Tracer, _register_view, shaped
 from .arrays import broadcast_to
 from .core import cast
 from .registry import BOUND, PREC_ATOM, Domain, Expr, defop, route
@@ -24,8 +26,6 @@ REALS = (-2.0, 2.0)
 
 def normalize_index(index, ndim: int | None = None) -> tuple[tuple, list]:
     """A NumPy index as (template, index arrays); see the module docstring."""
-    from ..tracer import Tracer
-
     items = index if isinstance(index, tuple) else (index,)
     template, arrays = [], []
     for item in items:
@@ -52,8 +52,6 @@ def normalize_index(index, ndim: int | None = None) -> tuple[tuple, list]:
 
 
 def _index_array(item):
-    from ..tracer import Tracer
-
     if isinstance(item, Tracer):
         if item.dtype.kind not in "iub":
             raise UnsupportedOperation(
@@ -121,8 +119,6 @@ def _subscript(node, args, first: int) -> str:
 
 
 def _value(x):  # for shape, dtype and kind questions only
-    from ..tracer import shaped
-
     return shaped(x)
 
 
@@ -331,8 +327,6 @@ def _update_vjp_x(g, ans, x, v, *arrays, index):
 
 
 def _update_vjp_v(g, ans, x, v, *arrays, index):
-    from ..tracer import Tracer
-
     if any(isinstance(a, Tracer) and a.dtype.kind in "iu" for a in arrays):
         raise UnsupportedOperation(
             "a[idx] = v with a traced integer index array has no gradient rule in gradgen "
@@ -575,8 +569,6 @@ def _np_stack(arrays, axis=0, out=None, **kw):
 def read(x, index):
     """``x[index]``. A traced boolean mask selects a data-dependent number of elements, so
     the traced count becomes a guard (the shapes downstream were traced for that count)."""
-    from ..tracer import Tracer
-
     template, arrays = normalize_index(index)
     for array in arrays:
         if isinstance(array, Tracer) and array.dtype.kind == "b" and not array.is_constant:
@@ -594,9 +586,6 @@ def _read_through(x, template):
     """``x[t]`` right after ``x[t] = v`` is ``v`` itself (``h[t - 1]`` in a loop that fills
     ``h``): the gradient then flows straight from the reader to ``v``, and the old version of
     ``h`` is read only by the next write, so the module can fill one buffer in place."""
-    from ..ir import Node
-    from ..tracer import Tracer, _register_view, shaped
-
     node = x.ref.node
     if node.op.name != "index_update" or len(node.inputs) != 2 or node.attrs["index"] != template:
         return None
@@ -616,8 +605,6 @@ def _read_through(x, template):
 
 def write(x, index, v, accumulate: bool = False):
     """``x[index] = v`` (or ``np.add.at(x, index, v)``) as a new version of ``x``."""
-    from ..tracer import Tracer
-
     template, arrays = normalize_index(index)
     op = index_add if accumulate else index_update
     if isinstance(v, Tracer):

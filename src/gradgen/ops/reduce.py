@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import abstract
 from ._sym import extreme, sp
-from .adapt import refuse
+from .adapt import normalize_axis, refuse
 from .arith import abs_, eq, maximum
 from .arrays import (
     _axis_text,
@@ -34,6 +34,7 @@ from .arrays import (
     _print_reduction,
     _unreduce,
     _value,
+    broadcast_to,
     reduction,
     reshape,
     sum_,
@@ -547,8 +548,6 @@ def _flag(keepdims) -> bool:
 
 
 def _axes(a, axis):
-    from .adapt import normalize_axis
-
     return normalize_axis(axis, np.ndim(_value(a)))
 
 
@@ -686,8 +685,6 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     if not returned:
         return avg
     if _shape(scale) != _shape(avg):
-        from .arrays import broadcast_to
-
         scale = copy(broadcast_to(scale, shape=_shape(avg)))
     return avg, scale
 

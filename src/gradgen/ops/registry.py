@@ -46,11 +46,18 @@ class Expr:
         return self.text if self.prec >= prec else f"({self.text})"
 
 
+_NONZERO_NUMBER = re.compile(r"-?(?=[0-9.]*[1-9])[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?")
 _SIMPLE_POWER_OPERAND = re.compile(r"-?([A-Za-z_][A-Za-z_0-9.]*|[0-9][0-9.e+\-]*)")
 
 
-def sum_expr(first: Expr, rest) -> Expr:
-    """``a + b - c ...``: a negated term is subtracted instead of added (exact in IEEE)."""
+def sum_expr(first: Expr, rest, commute: bool = False) -> Expr:
+    """``a + b - c ...``: a negated term is subtracted instead of added (exact in IEEE). With
+    ``commute`` (the backward; the forward keeps the user's order), a negated first term
+    trades places with a second that is not: ``-u * v + w`` is ``w - u * v`` bit for bit
+    (one addition commutes), and an array saves the negation."""
+    rest = list(rest)
+    if commute and first.neg is not None and rest and rest[0].neg is None:
+        first, rest[0] = rest[0], first
     terms = [first.at(PREC_ADD)]
     for term in rest:
         if term.neg is not None:
@@ -106,12 +113,25 @@ class Op:
     abstract: Callable[..., Any] | None = None
 
     def __call__(self, *args, **attrs):
-        from ..tracer import bind
-
-        return bind(self, args, attrs)
+        return _bind(self, args, attrs)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def _unbound(op, args, attrs):
+    raise RuntimeError(f"{op.name} was applied before gradgen.tracer was imported")
+
+
+# How ``op(*args)`` applies an op: tracer.bind (concretely, or recorded as a node when an
+# argument is traced). The tracer reads this table, so it sits above it and hands ``bind``
+# down through ``set_bind`` when it is imported.
+_bind = _unbound
+
+
+def set_bind(bind) -> None:
+    global _bind
+    _bind = bind
 
 
 OPS: dict[str, Op] = {}
@@ -176,11 +196,18 @@ def value_text(value) -> str:
     return repr(value)
 
 
+def string_literal(text: str) -> str:
+    """A double-quoted Python string literal (the quote style ruff format keeps)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
     def print_infix(node, args):
         a, b = args
+        backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "+":
-            return sum_expr(a, [b])
+            return sum_expr(a, [b], backward)
         if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
             left, right = a.at(prec + 1), b.at(PREC_UNARY)
             # ruff format hugs ** between simple operands: x**2, but (a + b) ** 2
@@ -189,9 +216,19 @@ def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
             return Expr(f"{left} {symbol} {right}", prec)
         # never reassociate: an equal-precedence right operand keeps its parentheses
         left, right = a.at(prec), b.at(prec + 1)
+        if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
+            return sum_expr(a, [b.neg])
+        if symbol == "*" and b.neg is not None and backward and _NONZERO_NUMBER.fullmatch(left):
+            # c * -v is (-c) * v exactly: the sign moves into the literal, not onto an array
+            negated = left[1:] if left.startswith("-") else f"-{left}"
+            return Expr(f"{negated} {symbol} {b.neg.at(prec + 1)}", prec,
+                        Expr(f"{left.lstrip('-')} {symbol} {b.neg.at(prec + 1)}", prec)
+                        if not left.startswith("-") else None)
         neg = None
         if symbol in ("*", "/") and a.neg is not None:  # (-u) * v == -(u * v) exactly
             neg = Expr(f"{a.neg.at(prec)} {symbol} {right}", prec)
+        elif symbol in ("*", "/") and b.neg is not None:  # u * (-v) == -(u * v) exactly
+            neg = Expr(f"{left} {symbol} {b.neg.at(prec + 1)}", prec)
         return Expr(f"{left} {symbol} {right}", prec, neg)
 
     return print_infix
@@ -242,9 +279,10 @@ def dual(math_fn, np_fn):
     """An implementation that matches Python: ``math`` on Python scalars, NumPy otherwise."""
 
     def impl(*xs):
-        if all(type(x) in (float, int, bool) for x in xs):
-            return math_fn(*xs)
-        return np_fn(*xs)
+        for x in xs:  # (a plain loop: this runs per traced op)
+            if type(x) not in (float, int, bool):
+                return np_fn(*xs)
+        return math_fn(*xs)
 
     impl.__name__ = getattr(np_fn, "__name__", "impl")
     return impl

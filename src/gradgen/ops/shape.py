@@ -18,6 +18,7 @@ import itertools
 import numpy as np
 
 from .. import abstract
+from ..tracer import Tracer, from_nested, has_traced
 from .adapt import refuse
 from .arith import ne, sub
 from .arrays import _transpose, _value, broadcast_to, reshape, sum_, transpose
@@ -51,8 +52,6 @@ def _dtype(x) -> np.dtype:
 
 
 def _is_traced(x) -> bool:
-    from ..tracer import Tracer
-
     return isinstance(x, Tracer)
 
 
@@ -67,11 +66,8 @@ def _operand(item):
     values stacked (as np.array would), anything else a NumPy array."""
     if _is_traced(item):
         return item
-    if isinstance(item, list | tuple):
-        from ..tracer import from_nested, has_traced
-
-        if has_traced(item):
-            return from_nested(item, None)
+    if isinstance(item, list | tuple) and has_traced(item):
+        return from_nested(item, None)
     return np.asarray(_plain(item))
 
 

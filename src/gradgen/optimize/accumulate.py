@@ -7,8 +7,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
-from ..ops.core import add_n
-from ..reverse import MAX_FUSED_TERMS
+from ..ops.core import MAX_FUSED_TERMS, add_n
 from .rewrite import Rewriter
 
 
@@ -18,11 +17,12 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     # Which sums merge is decided on the graph as given: one cheap scan, and a graph with
     # no nested sums (most of them, by the second round) is handed back without a rewrite.
     nested = [n for n in graph.nodes
-              if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n]
+              if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n
+              and _fits(n)]
     if not nested:
         return graph, False
     uses = graph.uses()
-    merged_sums = {node for node in nested if _flattens(node, uses)}
+    merged_sums = {node for node in nested if uses[node.inputs[0].node] == 1}
     if not merged_sums:
         return graph, False
     rw = Rewriter(graph)
@@ -42,10 +42,11 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     return rw.result(), rw.changed
 
 
-def _flattens(node: Node, uses) -> bool:
-    """Does ``node`` (a sum whose first term is a sum) take in the terms of that inner sum?"""
+def _fits(node: Node) -> bool:
+    """May ``node`` (a sum whose first term is a sum) take in the terms of that inner sum,
+    if nothing else reads it? (A sum split over statements at MAX_FUSED_TERMS stays split.)"""
     first = node.inputs[0].node
-    return (uses[first] == 1 and first.aval == node.aval
+    return (first.aval == node.aval
             and len(first.inputs) + len(node.inputs) - 1 <= MAX_FUSED_TERMS)
 
 

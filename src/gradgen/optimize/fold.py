@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
+from ..peephole import identical_input
 from .rewrite import Rewriter
 from .scalars import broadcast_outward, seed_outward
 
@@ -15,69 +16,9 @@ from .scalars import broadcast_outward, seed_outward
 _KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
 
 
-def _const_value(ref: Ref):
-    node = ref.node
-    return node.attrs["value"] if node.op.name == "const" else _NOT_CONST
-
-
-_NOT_CONST = object()
-
-
-def _is(ref: Ref, number) -> bool:
-    """Is ``ref`` a constant that equals ``number`` everywhere?"""
-    value = _const_value(ref)
-    if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
-        return value == number
-    if value is _NOT_CONST or isinstance(value, bool | np.bool_):
-        return False
-    try:
-        return bool(np.all(np.asarray(value) == number))
-    except (TypeError, ValueError):
-        return False
-
-
 def _identity(node: Node) -> Ref | None:
     """The input ``node`` equals exactly (same value, shape, dtype, kind), if any."""
-    name, ins = node.op.name, node.inputs
-    candidates: list[Ref] = []
-    if name == "mul":
-        candidates = [ins[0]] if _is(ins[1], 1) else [ins[1]] if _is(ins[0], 1) else []
-        if node.aval.shape and not candidates:  # an array times the seed (1): scalar code
-            seeds = [i for i, r in enumerate(ins) if r.node.op.name == "seed"]  # keeps it
-            candidates = [ins[1 - seeds[0]]] if seeds else []
-    elif name == "add":
-        candidates = [ins[0]] if _is(ins[1], 0) else [ins[1]] if _is(ins[0], 0) else []
-    elif (name == "sub" and _is(ins[1], 0) or name == "div" and _is(ins[1], 1)
-          or name == "pow" and _is(ins[1], 1)):
-        candidates = [ins[0]]
-    elif name == "neg" and ins[0].node.op.name == "neg":
-        candidates = [ins[0].node.inputs[0]]
-    elif name == "transpose":
-        axes, ndim = node.attrs.get("axes"), ins[0].aval.ndim
-        if (axes is None and ndim <= 1) or axes == tuple(range(ndim)):
-            candidates = [ins[0]]
-    elif name == "stack" and node.attrs.get("axis") == 0:
-        whole = _rows_in_order(ins)
-        candidates = [whole] if whole is not None else []
-    elif name in ("reshape", "broadcast_to", "cast"):
-        candidates = [ins[0]]  # only when nothing changes: the aval check below
-    for ref in candidates:
-        if ref.aval == node.aval:
-            return ref
-    return None
-
-
-def _rows_in_order(ins) -> Ref | None:
-    """``np.stack([x[0], x[1], ..., x[n - 1]])`` is ``x``: the array whose rows these are."""
-    whole = ins[0].node.inputs[0] if ins[0].node.op.name == "getitem" else None
-    if whole is None or whole.aval.shape[:1] != (len(ins),):
-        return None
-    for i, ref in enumerate(ins):
-        node = ref.node
-        if (node.op.name != "getitem" or len(node.inputs) != 1 or node.inputs[0] != whole
-                or node.attrs["index"] not in ((i,), (i - len(ins),))):
-            return None
-    return whole
+    return identical_input(node.op.name, node.inputs, node.attrs, node.aval)
 
 
 def _owned_by_caller(ref: Ref) -> bool:
@@ -129,6 +70,17 @@ _VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
 _PRODUCTS = ("mul", "div")  # what seed_outward sheds the seed from
 _INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
 _ONLY_CONST = {"const"}
+# A scalar node is looked at only when its op is one of these, or when it reads one of the
+# _SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a product of a
+# product (seed_outward) or a sum of a value with itself.
+_BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
+_SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
+
+
+def _is_seed_product(node: Node) -> bool:
+    """Is ``node`` ``seed * k`` (what seed_outward takes apart)?"""
+    a, b = node.inputs
+    return a.node.op.name == "seed" or b.node.op.name == "seed"
 
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
@@ -140,11 +92,24 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         while node.op.name == "adjoint":
             node = node.inputs[0].node
             outputs.add(node)
+    keep = rw.keep
     for node in graph.nodes:
-        new = rw.rebuilt(node)
-        if node.op.name in _KEEP or node.op.n_out != 1:
+        new = rw.rebuilt(node) if rw.subst else node
+        name = node.op.name
+        if name in _KEEP or node.op.n_out != 1:
             rw.keep(new)
             continue
+        if not new.avals[0].shape and name not in _BY_NAME:  # most nodes of scalar code
+            for ref in new.inputs:  # (a plain loop: no per-node set or generator to make)
+                kind = ref.node.op.name
+                if kind in _SPECIAL_INPUTS or (kind == "mul" and name in _PRODUCTS
+                                               and _is_seed_product(ref.node)):
+                    break
+            else:
+                ins = new.inputs
+                if name != "add_n" or len(ins) != 2 or ins[0] != ins[1]:
+                    keep(new)  # no rewrite below applies: each needs one of these
+                    continue
         same = _identity(new)
         if same is not None and node in outputs and _owned_by_caller(same):
             same = None

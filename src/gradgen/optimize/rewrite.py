@@ -17,6 +17,9 @@ class Rewriter:
         self.values = graph.meta.get("values")
         self.subst: dict[Ref, Ref] = {}
         self.nodes: list[Node] = []
+        # keep(node): the node as it is, next in the new graph (list.append itself: a pass
+        # calls it per node)
+        self.keep = self.nodes.append
         self.changed = False
 
     def resolve(self, ref: Ref) -> Ref:
@@ -36,9 +39,6 @@ class Rewriter:
         for i in range(len(node.avals)):
             self.subst[Ref(node, i)] = Ref(new, i)
         return new
-
-    def keep(self, node: Node) -> None:
-        self.nodes.append(node)
 
     def add(self, nodes) -> None:
         """Keep new nodes a pass built, with what is known of their values when the graph
@@ -66,6 +66,8 @@ class Rewriter:
     def replace(self, node: Node, ref: Ref) -> None:
         """Every reader of ``node`` (single output) reads ``ref`` instead."""
         self.subst[Ref(node, 0)] = ref
+        if ref.index == 0:  # the same value: it holds what node was said to hold
+            ref.node.takes_hints_of(node)
         self.changed = True
 
     def result(self) -> Graph:

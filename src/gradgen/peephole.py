@@ -1,0 +1,151 @@
+"""Exact one-node rewrites, shared by the optimizer and the backward as it is built: a node
+equal to one already in the graph (CSE), or to one of its own inputs (``x ** 1``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Node, Ref
+
+# Never merged: inputs, the seed, guards (side effects) and adjoints (each carries a name).
+UNIQUE = {"input", "seed", "guard", "adjoint"}
+
+
+def hashable(value):
+    """An attribute value as a key: arrays by their bytes, floats by their repr."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, dict):
+        return tuple(sorted((k, hashable(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(hashable(v) for v in value)
+    if isinstance(value, float | np.floating):
+        return (type(value), repr(value))  # keeps 0.0 and -0.0 apart, and nan equal to itself
+    return (type(value), value)
+
+
+def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
+    """What makes two nodes the same value: op, inputs and attributes. The Refs themselves
+    (hashed in C): with every input resolved to the one node object that holds its serial,
+    equal Refs are equal (serial, index) pairs."""
+    if not attrs:  # most nodes: skip the generic (slow) attribute hashing
+        return (name, inputs)
+    if name == "add_n" and len(attrs) == 1:  # a fused sum: the lines it adds up (strings)
+        return (name, inputs, "uses", attrs["uses"])
+    if name == "const" and len(attrs) == 1 and type(attrs["value"]) in (int, bool):
+        return ("const", type(attrs["value"]), attrs["value"])
+    return (name, inputs, hashable(attrs))
+
+
+# --- identities -----------------------------------------------------------------------------
+
+
+_NOT_CONST = object()
+
+
+def const_value(ref: Ref):
+    node = ref.node
+    return node.attrs["value"] if node.op.name == "const" else _NOT_CONST
+
+
+def is_number(ref: Ref, number) -> bool:
+    """Is ``ref`` a constant that equals ``number`` everywhere?"""
+    value = const_value(ref)
+    if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
+        return value == number
+    if value is _NOT_CONST or isinstance(value, bool | np.bool_):
+        return False
+    try:
+        return bool(np.all(np.asarray(value) == number))
+    except (TypeError, ValueError):
+        return False
+
+
+def identical_input(name: str, ins: tuple[Ref, ...], attrs: dict, aval) -> Ref | None:
+    """The input that the node ``name(*ins, **attrs)`` of value ``aval`` equals exactly
+    (same value, shape, dtype, kind), if any."""
+    candidates: list[Ref] = []
+    if name == "mul":
+        candidates = ([ins[0]] if is_number(ins[1], 1) else [ins[1]] if is_number(ins[0], 1)
+                      else [])
+        if aval.shape and not candidates:  # an array times the seed (1): scalar code
+            seeds = [i for i, r in enumerate(ins) if r.node.op.name == "seed"]  # keeps it
+            candidates = [ins[1 - seeds[0]]] if seeds else []
+    elif name == "add":
+        candidates = ([ins[0]] if is_number(ins[1], 0) else [ins[1]] if is_number(ins[0], 0)
+                      else [])
+    elif (name == "sub" and is_number(ins[1], 0) or name == "div" and is_number(ins[1], 1)
+          or name == "pow" and is_number(ins[1], 1)):
+        candidates = [ins[0]]
+    elif name == "neg" and ins[0].node.op.name == "neg":
+        candidates = [ins[0].node.inputs[0]]
+    elif name == "transpose":
+        axes, ndim = attrs.get("axes"), ins[0].aval.ndim
+        if (axes is None and ndim <= 1) or axes == tuple(range(ndim)):
+            candidates = [ins[0]]
+    elif name == "stack" and attrs.get("axis") == 0:
+        whole = _rows_in_order(ins)
+        candidates = [whole] if whole is not None else []
+    elif name in ("reshape", "broadcast_to", "cast"):
+        candidates = [ins[0]]  # only when nothing changes: the aval check below
+    for ref in candidates:
+        if ref.aval == aval:
+            return ref
+    return None
+
+
+def _rows_in_order(ins) -> Ref | None:
+    """``np.stack([x[0], x[1], ..., x[n - 1]])`` is ``x``: the array whose rows these are."""
+    whole = ins[0].node.inputs[0] if ins[0].node.op.name == "getitem" else None
+    if whole is None or whole.aval.shape[:1] != (len(ins),):
+        return None
+    for i, ref in enumerate(ins):
+        node = ref.node
+        if (node.op.name != "getitem" or len(node.inputs) != 1 or node.inputs[0] != whole
+                or node.attrs["index"] not in ((i,), (i - len(ins),))):
+            return None
+    return whole
+
+
+# --- the backward as it is built --------------------------------------------------------------
+
+
+# The ops identical_input may find an identity of (for a Python number)
+_SAME_VALUE = {"reshape", "broadcast_to", "cast"}  # identities when nothing changes
+_IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", *_SAME_VALUE}
+_CONST_OR_NEG = {"const", "neg"}
+
+
+class Shared:
+    """The nodes of a graph being extended (reverse mode), by what they compute: an op about
+    to be recorded that some node already computes is that node, and a Python number that is
+    one of its inputs (``x ** 1``, ``-(-x)``) is that input. What the optimizer's cse and fold
+    would do to the backward afterwards, done before the node exists: the passes then find
+    nothing to change, and nothing downstream is rebuilt. Identities only for Python numbers
+    (for an array one may hand the caller an alias of an argument, which only fold can tell
+    once the outputs are known); views, and arrays built on shapes, are left to cse."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, nodes):
+        self.known: dict[tuple, Node] = {}
+        setdefault = self.known.setdefault
+        for node in nodes:
+            if node.op.name not in UNIQUE and node.op.n_out == 1:
+                setdefault(node_key(node.op.name, node.inputs, node.attrs), node)
+
+    def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
+        """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to
+        record the node made instead, in ``known``)."""
+        if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
+            return None, None
+        if aval.py is not None and op.name in _IDENTITIES:
+            for ref in inputs:  # an arithmetic identity reads a constant or a negation
+                if ref.node.op.name in _CONST_OR_NEG or op.name in _SAME_VALUE:
+                    same = identical_input(op.name, inputs, attrs, aval)
+                    if same is not None:
+                        return same, None
+                    break
+        key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
+        node = self.known.get(key)
+        return (node.out if node is not None else None), key
