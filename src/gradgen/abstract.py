@@ -172,6 +172,24 @@ def _compute(values: dict, target: Node) -> None:
             raise not_finite(node, e) from e
 
 
+def evaluate(nodes, env: dict, attrs_of=None) -> dict:
+    """Run ``nodes`` (in order) on concrete values: ``env`` holds the inputs and any value
+    already known, and receives every other node's value; guards are skipped. ``attrs_of(node)``
+    gives the attributes to apply a node with (a loop body's trip, loops/region.py)."""
+    for node in nodes:
+        if node in env or node.op.name == "guard":
+            continue
+        if node.op.name == "const":
+            env[node] = node.attrs["value"]
+            continue
+        ins = [env[r.node][r.index] if r.node.op.n_out > 1 else env[r.node]
+               for r in node.inputs]
+        with np.errstate(all="ignore"):
+            env[node] = node.op.impl(*ins, **(node.attrs if attrs_of is None
+                                              else attrs_of(node)))
+    return env
+
+
 def not_finite(node: Node, error: Exception) -> GradgenError:
     """The derivative of ``node`` cannot be evaluated at the traced input (1 / 0, log(-1))."""
     statement = node.loc.text() if node.loc is not None else ""

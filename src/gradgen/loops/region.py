@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..abstract import concrete
+from ..abstract import concrete, evaluate
 from ..ir import Graph, Node
 from ..ops import OPS
 from ..ops.index import real_index
@@ -169,17 +169,8 @@ class BackwardPlan:
 def run_graph(graph: Graph, inputs: list, k: int = 0) -> list:
     """Evaluate ``graph`` on concrete input values, as trip ``k`` of its loop (the moving
     index items at their values on that trip); returns its output values."""
-    env: dict[Node, object] = dict(zip(graph.inputs, inputs, strict=True))
-    for node in graph.nodes:
-        op = node.op.name
-        if op == "input" or op == "guard":
-            continue
-        if op == "const":
-            env[node] = node.attrs["value"]
-            continue
-        with np.errstate(all="ignore"):
-            env[node] = node.op.impl(*[env[r.node] for r in node.inputs],
-                                     **attrs_at(node.attrs, k))
+    env = evaluate(graph.nodes, dict(zip(graph.inputs, inputs, strict=True)),
+                   lambda node: attrs_at(node.attrs, k))
     return [env[r.node] for r in graph.outputs]
 
 
