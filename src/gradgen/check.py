@@ -108,9 +108,8 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
             out_expr = out_expr.reshape(-1)[0]
     rng = np.random.default_rng(seed)
     base = [leaf.value for leaf in leaves]
-    samples = [base] + _nearby_points(base, order, points, rng, _caller(grad_fn, forward),
-                                      guard_failure, forward)
     call = _caller(grad_fn, forward)
+    samples = [base] + _nearby_points(base, order, points, rng, call, guard_failure, forward)
     results = [flatten(call(point))[0] for point in samples]
     sym_order = sorted(symbols)
 
@@ -388,7 +387,7 @@ def localize(graph: Graph, rtol: float = 1e-6) -> str | None:
         syms = [_symbols_for(f"u{i}", v) if i in float_inputs else to_sympy_constant(v)
                 for i, v in enumerate(ins)]
         if op.elementwise:
-            result = apply_elementwise(lambda *a, _op=op: _op.sympy(*a), *syms)
+            result = apply_elementwise(op.sympy, *syms)
         else:
             result = op.sympy(*syms, **node.attrs)
         total = np.sum(np.asarray(to_sympy_constant(weight), dtype=object) * result)

@@ -61,6 +61,9 @@ def is_number(ref: Ref, number) -> bool:
         return False
 
 
+_SAME_VALUE = {"reshape", "broadcast_to", "cast"}  # identities when nothing changes
+
+
 def identical_input(name: str, ins: tuple[Ref, ...], attrs: dict, aval) -> Ref | None:
     """The input that the node ``name(*ins, **attrs)`` of value ``aval`` equals exactly
     (same value, shape, dtype, kind), if any."""
@@ -86,7 +89,7 @@ def identical_input(name: str, ins: tuple[Ref, ...], attrs: dict, aval) -> Ref |
     elif name == "stack" and attrs.get("axis") == 0:
         whole = _rows_in_order(ins)
         candidates = [whole] if whole is not None else []
-    elif name in ("reshape", "broadcast_to", "cast"):
+    elif name in _SAME_VALUE:
         candidates = [ins[0]]  # only when nothing changes: the aval check below
     for ref in candidates:
         if ref.aval == aval:
@@ -111,7 +114,6 @@ def _rows_in_order(ins) -> Ref | None:
 
 
 # The ops identical_input may find an identity of (for a Python number)
-_SAME_VALUE = {"reshape", "broadcast_to", "cast"}  # identities when nothing changes
 _IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", *_SAME_VALUE}
 _CONST_OR_NEG = {"const", "neg"}
 

@@ -69,7 +69,7 @@ def symbolic_values(graph: Graph, inputs: dict[Node, object],
             if op.elementwise and op.name != "where":  # x * (x > 0): a mask as 0 and 1
                 args = [_as_number(a) for a in args]
             if op.elementwise:
-                env[node] = apply_elementwise(lambda *a, _op=op, _n=node: _op.sympy(*a), *args)
+                env[node] = apply_elementwise(op.sympy, *args)
             else:
                 env[node] = op.sympy(*args, **(node.attrs if attrs_of is None
                                                else attrs_of(node)))

@@ -25,8 +25,8 @@ import numpy as np
 from ..abstract import Pending, concrete
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
-from ..optimize.cse import _hashable
 from ..optimize.dce import dce
+from ..peephole import hashable as _hashable
 from ..source import SourceLoc
 from .gather import gather_into_trips
 from .region import Moving, Region, Slice, loop, loop_out

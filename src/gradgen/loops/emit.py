@@ -604,10 +604,9 @@ class RegionWriter:
         adjoint_in = {i: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
                       if kind == "adjoint"}
         buffers: set[int] = set()  # carries whose adjoint the body writes rows of
+        written_into = {n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
         for j, c in enumerate(plan.carries):
-            written = j in adjoint_in and any(
-                n.op.extra.get("statement") and n.inputs[0].node is adjoint_in[j]
-                for n in graph.nodes)
+            written = j in adjoint_in and adjoint_in[j] in written_into
             if written:
                 buffers.add(c)
             adjoints[c] = self._carry_var(f"grad_{info.carries[c]}", cot_args[j],

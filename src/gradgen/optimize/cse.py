@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..ir import Graph, Node
 from ..peephole import UNIQUE, node_key
-from ..peephole import hashable as _hashable  # noqa: F401 - loops/detect.py keys with it
 from .rewrite import Rewriter
 
 
