@@ -292,6 +292,25 @@ def test_np_array_of_traced_scalars():
     check(from_scalars, 0.7, -1.2, argnums=(0, 1))
 
 
+
+def lists_as_arrays(w, a):
+    rows = np.sum([np.sin(wi) * np.arange(3.0) for wi in w])  # a list where NumPy wants an array
+    peaks = np.maximum([a, a * a, w[0]], 0.5)  # a ufunc with a list argument
+    mean = np.mean((a, 2.0 * a)) + np.dot([a, 1.0], w[:2])
+    return rows + np.sum(peaks**2) + mean + np.concatenate([w, [a]]).prod()
+
+
+def test_lists_of_traced_values_where_numpy_reads_an_array():
+    check(lists_as_arrays, np.array([0.3, -0.8, 1.1]), 0.9, argnums=(0, 1))
+
+
+def test_ufunc_methods_stay_the_ufuncs_own():
+    def f(x):
+        return np.add.reduce(x) if np.add.nin == 2 else x  # an attribute read passes through
+
+    with pytest.raises(gradgen.UnsupportedOperation, match="np.add.reduce"):
+        gradgen.grad(f)(X3)
+
 # --- regressions ---------------------------------------------------------------------------
 
 
