@@ -304,12 +304,25 @@ def test_lists_of_traced_values_where_numpy_reads_an_array():
     check(lists_as_arrays, np.array([0.3, -0.8, 1.1]), 0.9, argnums=(0, 1))
 
 
-def test_ufunc_methods_stay_the_ufuncs_own():
-    def f(x):
-        return np.add.reduce(x) if np.add.nin == 2 else x  # an attribute read passes through
+def ufunc_methods(m):
+    total = np.sum(np.add.reduce(m) ** 2) + np.add.reduce(m, axis=None)
+    total += np.sum(np.multiply.reduce(m, 1, keepdims=True) * m)
+    total += np.sum(np.maximum.reduce(m) ** 3) + np.sum(np.minimum.reduce(m, axis=1))
+    return total + np.sum(np.add.accumulate(m, axis=1) ** 2) + np.sum(np.multiply.accumulate(m))
 
-    with pytest.raises(gradgen.UnsupportedOperation, match="np.add.reduce"):
+
+def test_ufunc_reduce_and_accumulate_are_the_numpy_functions():
+    check(ufunc_methods, np.array([[0.5, 1.2, -0.3], [0.8, -1.1, 0.4]]))
+
+
+def test_other_ufunc_methods_are_refused_by_name():
+    def f(x):
+        return np.logaddexp.reduce(x) if np.add.nin == 2 else x  # an attribute read passes
+
+    with pytest.raises(gradgen.UnsupportedOperation, match=r"np.logaddexp.reduce"):
         gradgen.grad(f)(X3)
+    with pytest.raises(gradgen.UnsupportedOperation, match=r"np.add.reduce with initial="):
+        gradgen.grad(lambda x: np.add.reduce(x, initial=1.0))(X3)
 
 # --- regressions ---------------------------------------------------------------------------
 
