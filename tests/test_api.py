@@ -424,3 +424,39 @@ def test_the_cached_call_follows_the_signature_from_call_to_call():
     finally:
         OPEN_TRACES.discard(elsewhere)
     assert not OPEN_TRACES
+
+
+def test_the_cached_call_keys_dicts_lists_and_tuples_by_structure():
+    """Arguments nested in dicts, lists and tuples take the cheap signature too: a new shape,
+    dtype, key, key order or container type inside them is a new signature (its own code),
+    the same one is the cached code, and anything else in them takes the full key."""
+    from gradgen.api import _plain_key
+
+    traces = []
+
+    def f(params, xs):
+        traces.append(1)
+        return np.sum(params["w"] * xs[0]) + params["b"] * xs[1]
+
+    df = grad(f)
+    w, x = np.arange(3.0), np.array([1.0, -2.0, 0.5])
+    calls = [
+        ({"w": w, "b": 2.0}, (x, 3.0)),
+        ({"w": w[:2], "b": 2.0}, (x[:2], 3.0)),  # another shape inside the dict
+        ({"w": w.astype(np.float32), "b": 2.0}, (x.astype(np.float32), 3.0)),
+        ({"b": 2.0, "w": w}, (x, 3.0)),  # another key order
+        ({"w": w, "b": 2.0}, [x, 3.0]),  # a list where a tuple was
+        ({"w": w, "b": np.float64(2.0)}, (x, 3.0)),  # a NumPy scalar where a float was
+    ]
+    for params, xs in calls * 2:
+        got = df(params, xs)
+        assert list(got) == list(params)
+        np.testing.assert_array_equal(got["w"], xs[0])
+        assert got["w"].dtype == params["w"].dtype
+        assert got["b"] == xs[1] and type(got["b"]) is float
+    assert len(traces) == len(calls)
+    keys = [_plain_key(args) for args in calls]
+    assert None not in keys and len(set(keys)) == len(calls)
+    assert _plain_key(({"w": w, "name": "a"},)) is None  # a static leaf: the full key
+    assert _plain_key((np.ma.masked_array(w),)) is None  # a subclass: the full key
+    assert _plain_key(((w,),)) != _plain_key(([w],)) != _plain_key((w,))

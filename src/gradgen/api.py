@@ -69,18 +69,35 @@ def _leaf_key(value):
     return ("static", type(value), value)
 
 
+# The exact types of plain numbers: a subclass (or anything else) takes the full key.
+_NUMBERS = frozenset({float, int, bool, np.float64, np.float32})
+
+
 def _plain_key(args) -> tuple | None:
-    """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
-    for anything else (pytrees, static values, tracers), which takes the full key."""
-    # Every cached call pays for this: arrays are tested first and the tuple grows as it goes
-    # (no list to convert)
+    """The signature of arguments made of numbers, NumPy arrays and dicts/lists/tuples of
+    them, cheaply: types, shapes, dtypes and dict keys, no TreeDef. None for anything else
+    (tracers, static values, subclasses), which takes the full key."""
+    # Every cached call pays for this: no function call per leaf, and the tuple grows as it
+    # goes (no list to convert). An entry's first item tells its kind apart (an array's is its
+    # shape, a container's its type, a number's entry is its type), so keys of different
+    # structures never compare equal.
     key = ()
     for value in args:
         kind = type(value)
         if kind is np.ndarray:
             key += ((value.shape, value.dtype),)
-        elif kind is float or kind is int or kind is bool:
+        elif kind is float or kind in _NUMBERS:
             key += (kind,)
+        elif kind is dict:  # recursion follows the nesting of the user's containers
+            inner = _plain_key(value.values())
+            if inner is None:
+                return None
+            key += ((kind, tuple(value), inner),)
+        elif kind is list or kind is tuple:
+            inner = _plain_key(value)
+            if inner is None:
+                return None
+            key += ((kind, inner),)
         else:
             return None
     return key
@@ -135,7 +152,8 @@ class GradFunction:
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
-        # The hot path: plain numbers and arrays, a signature seen before, its last good path.
+        # The hot path: numbers, arrays and dicts/lists/tuples of them, a signature seen before,
+        # its last good path.
         # The signature of the last good call is compared first (no hashing), and a trace open
         # in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
         key = None if kwargs else _plain_key(args)
@@ -151,9 +169,11 @@ class GradFunction:
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
                     pass
         args = _bind_arguments(self.fn, args, kwargs)
-        if _has_tracer(args) or in_trace():  # under an outer trace f may close over tracers
+        key = _plain_key(args)  # None for tracers among the arguments, among other things
+        if key is None and _has_tracer(args) or in_trace():  # f may close over outer tracers
             return self._inline(args)
-        key = _plain_key(args) or _signature_key(args)
+        if key is None:
+            key = _signature_key(args)
         paths = self._paths.setdefault(key, [])
         for i, path in enumerate(paths):
             try:
