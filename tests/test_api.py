@@ -460,3 +460,26 @@ def test_the_cached_call_keys_dicts_lists_and_tuples_by_structure():
     assert _plain_key(({"w": w, "name": "a"},)) is None  # a static leaf: the full key
     assert _plain_key((np.ma.masked_array(w),)) is None  # a subclass: the full key
     assert _plain_key(((w,),)) != _plain_key(([w],)) != _plain_key((w,))
+
+
+def test_a_cached_call_of_a_seen_signature_skips_the_full_path(monkeypatch):
+    """Numbers, arrays and dicts of them seen before run their compiled code straight away:
+    the careful path (argument binding, flattening, full keys) is never entered."""
+    from gradgen import api
+
+    def f(params, x, scale):
+        return np.sum(params["w"] * x) * scale
+
+    df = grad(f)
+    params, x = {"w": np.arange(3.0)}, np.ones(3)
+    df(params, x, 2.0)
+    df(params, 2.0 * x, 3)  # another signature (an int scale): compiled on its own
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the full path ran")
+
+    monkeypatch.setattr(api, "_bind_arguments", refuse)
+    for scale in (2.0, 3, 0.5, 4):  # the two signatures in turn
+        np.testing.assert_array_equal(df(params, x, scale)["w"], x * scale)
+    with pytest.raises(AssertionError, match="the full path ran"):
+        df(params, x, np.float32(2.0))  # a signature not seen yet
