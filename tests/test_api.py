@@ -483,3 +483,20 @@ def test_a_cached_call_of_a_seen_signature_skips_the_full_path(monkeypatch):
         np.testing.assert_array_equal(df(params, x, scale)["w"], x * scale)
     with pytest.raises(AssertionError, match="the full path ran"):
         df(params, x, np.float32(2.0))  # a signature not seen yet
+
+
+def test_a_cached_call_of_numbers_keys_them_by_their_exact_types(monkeypatch):
+    """Numbers only: the signature is the tuple of their types, so a float where an int was
+    (or a NumPy float where a Python float was) is another signature, never the cached code."""
+    from gradgen import api
+
+    def f(x, k):
+        return x * x * k
+
+    df = grad(f)
+    assert df(1.5, 2) == 6.0 and df(1.5, 2.0) == 6.0 and df(True and 1.5, False) == 0.0
+    monkeypatch.setattr(api, "_bind_arguments", lambda *a: pytest.fail("the full path ran"))
+    for k in (2, 2.0, False, 3, True, 0.5):
+        assert df(1.5, k) == 3.0 * k
+    with pytest.raises(pytest.fail.Exception, match="the full path ran"):
+        df(np.float64(1.5), 2)

@@ -148,33 +148,37 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
-        self._hot: tuple = (None, None)  # (signature, path) of the last call that ran
+        # (signature, path, whether the signature is the arguments' types) of the last call
+        self._hot: tuple = (None, None, False)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
         # The hot path: numbers, arrays and dicts/lists/tuples of them, a signature seen before,
-        # its last good path. It costs about a tenth of a gradient on a thousand floats, so
-        # it is lean: the key of flat arguments is _plain_key's loop written out here (a call
-        # less), the last good call's signature is compared first (no hashing), and a trace
-        # open in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
+        # its last good path. On a thousand floats or twenty scalar steps it is a twentieth of
+        # the gradient's time, so it is lean: the key of flat arguments is _plain_key's loop
+        # written out here (a call less), the last good call's signature is compared first (no
+        # hashing), and a trace open in no thread is one set read (tracer.OPEN_TRACES), not
+        # this thread's stack.
         if not kwargs and not OPEN_TRACES:
-            key = ()
-            for value in args:
-                kind = type(value)
-                if kind is np.ndarray:
-                    key += ((value.shape, value.dtype),)
-                elif kind is float or kind in _NUMBERS:
-                    key += (kind,)
-                else:  # a container (or None: the full path)
-                    key = _plain_key(args)
-                    break
-            hot_key, path = self._hot
-            if key != hot_key:  # another signature seen before: it becomes the hot one
-                paths = self._paths.get(key) if key is not None else None
-                path = paths[0] if paths else None
-                if path is not None:
-                    self._hot = (key, path)
-                    self._last = path
+            hot_key, path, by_types = self._hot
+            # A signature of numbers only is their types, read in C (scalar code: a third of
+            # the loop's time); any other is the loop's key
+            if not (by_types and tuple(map(type, args)) == hot_key):
+                key = ()
+                for value in args:
+                    kind = type(value)
+                    if kind is np.ndarray:
+                        key += ((value.shape, value.dtype),)
+                    elif kind is float or kind in _NUMBERS:
+                        key += (kind,)
+                    else:  # a container (or None: the full path)
+                        key = _plain_key(args)
+                        break
+                if key != hot_key:  # another signature seen before: it becomes the hot one
+                    paths = self._paths.get(key) if key is not None else None
+                    path = paths[0] if paths else None
+                    if path is not None:
+                        self._make_hot(key, path)
             # (self._last is the hot path already: the call that made it hot ran it)
             if path is not None:
                 try:
@@ -199,13 +203,12 @@ class GradFunction:
                 raise _runtime_error(e) from e
             if i:
                 paths.insert(0, paths.pop(i))
-            self._last = path
-            self._hot = (key, path)
+            self._make_hot(key, path)
             return result
-        path = self._last = self._compile(args)
+        path = self._compile(args)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
-        self._hot = (key, path)
+        self._make_hot(key, path)
         try:
             return path.call(*args)
         except path.non_finite as e:
@@ -216,6 +219,11 @@ class GradFunction:
             raise GradgenError(
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
                 "the function is not deterministic", function_loc(self.fn)) from None
+
+    def _make_hot(self, key: tuple, path: _Path) -> None:
+        """The path the next call with this signature tries first (and the one that ran)."""
+        self._last = path
+        self._hot = (key, path, all(type(entry) is type for entry in key))
 
     @property
     def source(self) -> str | None:
