@@ -69,18 +69,35 @@ def _leaf_key(value):
     return ("static", type(value), value)
 
 
+# The exact types of plain numbers: a subclass (or anything else) takes the full key.
+_NUMBERS = frozenset({float, int, bool, np.float64, np.float32})
+
+
 def _plain_key(args) -> tuple | None:
-    """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
-    for anything else (pytrees, static values, tracers), which takes the full key."""
-    # Every cached call pays for this: arrays are tested first and the tuple grows as it goes
-    # (no list to convert)
+    """The signature of arguments made of numbers, NumPy arrays and dicts/lists/tuples of
+    them, cheaply: types, shapes, dtypes and dict keys, no TreeDef. None for anything else
+    (tracers, static values, subclasses), which takes the full key."""
+    # Every cached call pays for this: no function call per leaf, and the tuple grows as it
+    # goes (no list to convert). An entry's first item tells its kind apart (an array's is its
+    # shape, a container's its type, a number's entry is its type), so keys of different
+    # structures never compare equal.
     key = ()
     for value in args:
         kind = type(value)
         if kind is np.ndarray:
             key += ((value.shape, value.dtype),)
-        elif kind is float or kind is int or kind is bool:
+        elif kind is float or kind in _NUMBERS:
             key += (kind,)
+        elif kind is dict:  # recursion follows the nesting of the user's containers
+            inner = _plain_key(value.values())
+            if inner is None:
+                return None
+            key += ((kind, tuple(value), inner),)
+        elif kind is list or kind is tuple:
+            inner = _plain_key(value)
+            if inner is None:
+                return None
+            key += ((kind, inner),)
         else:
             return None
     return key
@@ -131,29 +148,49 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
-        self._hot: tuple = (None, None)  # (signature, path) of the last call that ran
+        # (signature, path, whether the signature is the arguments' types) of the last call
+        self._hot: tuple = (None, None, False)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
-        # The hot path: plain numbers and arrays, a signature seen before, its last good path.
-        # The signature of the last good call is compared first (no hashing), and a trace open
-        # in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
-        key = None if kwargs else _plain_key(args)
-        if key is not None and not OPEN_TRACES:
-            hot_key, path = self._hot
-            if key != hot_key:
-                paths = self._paths.get(key)
-                path = paths[0] if paths else None
+        # The hot path: numbers, arrays and dicts/lists/tuples of them, a signature seen before,
+        # its last good path. On a thousand floats or twenty scalar steps it is a twentieth of
+        # the gradient's time, so it is lean: the key of flat arguments is _plain_key's loop
+        # written out here (a call less), the last good call's signature is compared first (no
+        # hashing), and a trace open in no thread is one set read (tracer.OPEN_TRACES), not
+        # this thread's stack.
+        if not kwargs and not OPEN_TRACES:
+            hot_key, path, by_types = self._hot
+            # A signature of numbers only is their types, read in C (scalar code: a third of
+            # the loop's time); any other is the loop's key
+            if not (by_types and tuple(map(type, args)) == hot_key):
+                key = ()
+                for value in args:
+                    kind = type(value)
+                    if kind is np.ndarray:
+                        key += ((value.shape, value.dtype),)
+                    elif kind is float or kind in _NUMBERS:
+                        key += (kind,)
+                    else:  # a container (or None: the full path)
+                        key = _plain_key(args)
+                        break
+                if key != hot_key:  # another signature seen before: it becomes the hot one
+                    paths = self._paths.get(key) if key is not None else None
+                    path = paths[0] if paths else None
+                    if path is not None:
+                        self._make_hot(key, path)
+            # (self._last is the hot path already: the call that made it hot ran it)
             if path is not None:
-                self._last = path
                 try:
                     return path.call(*args)
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
                     pass
         args = _bind_arguments(self.fn, args, kwargs)
-        if _has_tracer(args) or in_trace():  # under an outer trace f may close over tracers
+        key = _plain_key(args)  # None for tracers among the arguments, among other things
+        if key is None and _has_tracer(args) or in_trace():  # f may close over outer tracers
             return self._inline(args)
-        key = _plain_key(args) or _signature_key(args)
+        if key is None:
+            key = _signature_key(args)
         paths = self._paths.setdefault(key, [])
         for i, path in enumerate(paths):
             try:
@@ -166,13 +203,12 @@ class GradFunction:
                 raise _runtime_error(e) from e
             if i:
                 paths.insert(0, paths.pop(i))
-            self._last = path
-            self._hot = (key, path)
+            self._make_hot(key, path)
             return result
-        path = self._last = self._compile(args)
+        path = self._compile(args)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
-        self._hot = (key, path)
+        self._make_hot(key, path)
         try:
             return path.call(*args)
         except path.non_finite as e:
@@ -183,6 +219,11 @@ class GradFunction:
             raise GradgenError(
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
                 "the function is not deterministic", function_loc(self.fn)) from None
+
+    def _make_hot(self, key: tuple, path: _Path) -> None:
+        """The path the next call with this signature tries first (and the one that ran)."""
+        self._last = path
+        self._hot = (key, path, all(type(entry) is type for entry in key))
 
     @property
     def source(self) -> str | None:
