@@ -7,7 +7,8 @@ import functools
 import inspect
 import linecache
 import re
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,21 +38,56 @@ def _normalize_argnums(argnums) -> tuple[tuple[int, ...], bool]:
     raise GradgenError(f"argnums must be an int or a non-empty tuple of ints, not {argnums!r}")
 
 
-def _bind_arguments(fn, args, kwargs) -> tuple:
+def _bind_arguments(fn, args, kwargs) -> tuple[tuple, tuple]:
+    """The positional arguments (defaults filled in) and the keyword-only ones, as sorted
+    (name, value) pairs. The traced and emitted functions take their arguments by position;
+    a keyword-only argument is a constant of the trace, as ``static_argnames`` are to
+    ``jax.jit``: each value gets its own compiled path, so it must be hashable."""
     if not kwargs:
-        return args
+        return args, ()
     name = getattr(fn, "__name__", fn)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as e:
         raise GradgenError(f"cannot call {name}: {e}") from None
-    if bound.kwargs:  # the traced and emitted functions take their arguments by position
+    keywords = tuple(sorted(bound.kwargs.items()))
+    for key, value in keywords:
+        try:
+            hash(value)
+        except TypeError:
+            raise GradgenError(
+                f"keyword-only argument {key}={type(value).__name__} of {name} is not "
+                "hashable: gradgen takes keyword-only arguments as constants of the trace (one "
+                "compiled path per value)", function_loc(fn),
+                "pass arrays and other values you differentiate or change often by position"
+            ) from None
+        if isinstance(value, Tracer):
+            raise GradgenError(f"keyword-only argument {key} of {name} is a traced value",
+                               function_loc(fn), "pass it by position")
+    if keywords and not isinstance(inspect.unwrap(fn), types.FunctionType | types.MethodType):
         raise GradgenError(
-            f"cannot pass {', '.join(map(repr, bound.kwargs))} to {name}: gradgen passes "
-            "arguments by position, and keyword-only arguments have no position",
-            function_loc(fn), "make the parameter positional, or bind it in a closure")
+            f"cannot pass {', '.join(k for k, _ in keywords)} to {name}: keyword-only "
+            "arguments reach plain Python functions and methods only", function_loc(fn),
+            "make the parameter positional, or bind it in a closure")
     bound.apply_defaults()
-    return bound.args
+    return bound.args, keywords
+
+
+def with_keywords(fn, keywords: tuple):
+    """``fn`` with its keyword-only defaults set to ``keywords``: called by position, as the
+    tracer calls it, it runs as ``fn(*args, **dict(keywords))`` (the same code, globals and
+    closure; the copy's defaults are the only difference)."""
+    if not keywords:
+        return fn
+    method = fn if isinstance(fn, types.MethodType) else None
+    target = inspect.unwrap(method.__func__ if method else fn)
+    copy = types.FunctionType(target.__code__, target.__globals__, target.__name__,
+                              target.__defaults__, target.__closure__)
+    copy.__kwdefaults__ = {**(target.__kwdefaults__ or {}), **dict(keywords)}
+    copy.__dict__.update(target.__dict__)
+    copy.__qualname__ = target.__qualname__
+    copy.__module__ = target.__module__
+    return types.MethodType(copy, method.__self__) if method else copy
 
 
 def _leaf_key(value):
@@ -185,12 +221,14 @@ class GradFunction:
                     return path.call(*args)
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
                     pass
-        args = _bind_arguments(self.fn, args, kwargs)
+        args, keywords = _bind_arguments(self.fn, args, kwargs)
         key = _plain_key(args)  # None for tracers among the arguments, among other things
         if key is None and _has_tracer(args) or in_trace():  # f may close over outer tracers
-            return self._inline(args)
+            return self._inline(args, keywords)
         if key is None:
             key = _signature_key(args)
+        if keywords:
+            key = (key, keywords)
         paths = self._paths.setdefault(key, [])
         for i, path in enumerate(paths):
             try:
@@ -205,7 +243,7 @@ class GradFunction:
                 paths.insert(0, paths.pop(i))
             self._make_hot(key, path)
             return result
-        path = self._compile(args)
+        path = self._compile(args, keywords)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
         self._make_hot(key, path)
@@ -240,28 +278,30 @@ class GradFunction:
 
         return iframe(page_for_built(self._last.built, self.fn))
 
-    def _build(self, args) -> Built:
+    def _build(self, args, keywords: tuple = ()) -> Built:
+        fn, request = self.fn, self.request
+        if keywords:  # constants of this trace: fn runs with them as its keyword defaults
+            fn, request = with_keywords(fn, keywords), replace(request, keywords=keywords)
         if self.kind == "hessian":
-            request = self.request
-            gradient = GradFunction(self.fn, request.argnums if request.as_tuple
+            gradient = GradFunction(fn, request.argnums if request.as_tuple
                                     else request.argnums[0])
-            return build_jacobian(self.fn, args, request, gradient)
+            return build_jacobian(fn, args, request, gradient)
         if self.kind == "jacobian":
-            return build_jacobian(self.fn, args, self.request)
-        return build(self.fn, args, self.request)
+            return build_jacobian(fn, args, request)
+        return build(fn, args, request)
 
     @without_gc
-    def _compile(self, args) -> _Path:
-        built = self._build(args)
+    def _compile(self, args, keywords: tuple = ()) -> _Path:
+        built = self._build(args, keywords)
         namespace = load_function(built, f"{built.fname}_{self.kind}")
         guard = namespace.get("GuardFailure", _NeverRaised)
         non_finite = namespace.get("NonFiniteGradient", _NeverRaised)
         return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built, non_finite)
 
-    def _inline(self, args):
+    def _inline(self, args, keywords: tuple = ()):
         """Called on tracers (grad of grad): differentiate at the concrete values, then replay
         the joint graph on the tracers, so an outer trace records the backward as ops."""
-        built = self._build(_concrete(args))
+        built = self._build(_concrete(args), keywords)
         result = inline_result(built, args)
         if self.kind in ("jacobian", "hessian"):
             return result
