@@ -43,7 +43,7 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import sympy as sp
@@ -51,7 +51,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 import gradgen
-from gradgen.ir import Aval, aval_of
+from gradgen.ir import Aval, Node, Ref, aval_of
 from gradgen.ops import BOUND, OPS, Op
 from gradgen.ops.core import literal
 from gradgen.ops.registry import Expr, sum_expr
@@ -219,7 +219,7 @@ class Program:
 @dataclass(frozen=True)
 class _PrintNode:
     """What an op's printer reads from a node: its result's aval and the op's attrs (and its
-    inputs, none of them constant here)."""
+    inputs, when one is an index array: ``_print_inputs``)."""
 
     aval: Aval
     attrs: dict
@@ -233,17 +233,34 @@ class Infeasible(Exception):
 # --- building a program while computing it at both points ----------------------------------
 
 
-def _spell(op, form, aval, attrs, texts) -> Expr:
+def _spell(op, form, aval, attrs, texts, inputs=()) -> Expr:
     """``op`` applied to ``texts``, written by its printer (for ``aval``; "numpy": for the NumPy
     kind of it), through a bound callable ("np"/"math", name), or another spelling ("text")."""
     kind, name = form
     if kind in ("printer", "numpy"):
         if kind == "numpy":
             aval = Aval(aval.shape, aval.dtype)
-        return op.printer(_PrintNode(aval, attrs), texts)
+        return op.printer(_PrintNode(aval, attrs, inputs), texts)
     if kind == "text":  # another spelling of the same call: x.sum(), np.matmul(a, b)
         return Expr(name(*[t.text for t in texts]))
     return Expr(f"{kind}.{name}({', '.join(t.text for t in texts)})")
+
+
+def _print_inputs(args, live, as_params=False) -> tuple[Ref, ...]:
+    """The input nodes a printer may read, given (as the tracer makes them) only when an
+    operand is an index array or mask: getitem's printer writes a small constant one as a list
+    (``x[[0, 2]]``), so it reads which inputs are constants. ``as_params``: the operands are
+    a helper function's parameters, constants no more."""
+    point = live[0]
+    if not any(isinstance(_operand_spec(a.at[point]), _Fixed) for a in args):
+        return ()
+    refs = []
+    for a in args:
+        value, const = a.at[point], a.is_const and not as_params
+        node = (Node(OPS["const"], (), {"value": value}, (aval_of(value),), role="const")
+                if const else Node(OPS["input"], (), {}, (aval_of(value),), role="input"))
+        refs.append(Ref(node))
+    return tuple(refs)
 
 
 def _infix(op) -> str | None:
@@ -357,7 +374,7 @@ class Builder:
         if kind == "math" and not all(_scalar_like(a.at[p]) for a in args for p in live):
             raise Infeasible("math functions take scalars")
         aval = aval_of(results[live[0]])
-        text = _spell(op, form, aval, attrs, [a.text for a in args])
+        text = _spell(op, form, aval, attrs, [a.text for a in args], _print_inputs(args, live))
         at = {}
         for p in live:
             value = self.evaluate(text.text, p)
@@ -387,7 +404,8 @@ class Builder:
             return term
         name = f"h{len(self.helpers) + 1}"
         params = [f"a{i}" for i in range(len(term.args))]
-        body = _spell(term.op, term.form, term.aval, term.attrs, [Expr(q) for q in params])
+        body = _spell(term.op, term.form, term.aval, term.attrs, [Expr(q) for q in params],
+                      _print_inputs(term.args, live, as_params=True))
         source = f"def {name}({', '.join(params)}):\n    return {body.text}\n"
         exec(compile(source, "<fuzz helper>", "exec"), self.namespace)  # noqa: S102
         self.helpers.append(source)
@@ -405,8 +423,8 @@ class Builder:
         out = []
         for i, arg in enumerate(args):
             b = bounds[min(i, len(bounds) - 1)]
-            if _inside(arg, b, away, live):
-                out.append(arg)
+            if _inside(arg, b, away, live) or isinstance(_operand_spec(arg.at[live[0]]), _Fixed):
+                out.append(arg)  # an index array is in no float interval: it is as it is
             elif arg.is_float() and not arg.is_const:
                 out.append(self.squash(arg, _clear_interval(b, away, SQUASH_MARGIN), live))
             else:
@@ -733,8 +751,7 @@ def _hazard_functions(op, shapes, attrs):
         flat = syms
         expr = op.sympy(*syms)
     else:
-        syms = [_symbol_array(f"u{i}", s) for i, s in enumerate(shapes)]
-        flat = [s for arr in syms for s in np.ravel(arr)]
+        syms, flat = _sympy_operands(shapes)
         expr = np.ravel(np.asarray(op.sympy(*syms, **attrs), dtype=object)).tolist()
     exprs = expr if isinstance(expr, list) else [expr]
     hazards = [h for e in exprs for h in _hazards(sp.sympify(e))]
@@ -746,16 +763,15 @@ def _hazard_functions(op, shapes, attrs):
 def _require_smooth(op, args, attrs, live) -> None:
     if op.sympy is None:
         return
-    shapes = tuple(() if op.elementwise else tuple(a.shape()) for a in args)
+    shapes = tuple(() if op.elementwise else _operand_spec(a.at[live[0]]) for a in args)
     elementwise, fns = _hazard_functions(op, shapes, attrs)
     if not fns:
         return
     for p in live:
-        values = [_floats(a.at[p]) for a in args]
         if elementwise:
-            values = list(np.broadcast_arrays(*values))
+            values = list(np.broadcast_arrays(*[_floats(a.at[p]) for a in args]))
         else:
-            values = [v for arr in values for v in np.ravel(arr)]
+            values = _flat_operands(a.at[p] for a in args)
         for kind, fn in fns:
             with np.errstate(all="ignore"):
                 got = [np.asarray(v, dtype=np.float64) for v in fn(*values)]
@@ -997,6 +1013,48 @@ def _symbol_array(name, shape):
     return np.array(flat, dtype=object).reshape(shape)
 
 
+class _Fixed(NamedTuple):
+    """An index array or mask operand (getitem's ``x[[0, 2]]``, ``x[mask]``), hashable: the
+    op's sympy meaning reads it as it is. It is no input of that meaning: an index has no
+    derivative, and sympy symbols in its place are no index at all."""
+
+    dtype: str
+    shape: tuple
+    data: bytes
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.data, self.dtype).reshape(self.shape)
+
+
+def _operand_spec(value) -> tuple:
+    """How the sympy references take a non-elementwise op's operand: its shape (an array of
+    symbols), or the index array or mask itself."""
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biu":
+        return _Fixed(value.dtype.str, value.shape, value.tobytes())
+    return tuple(np.shape(value))
+
+
+def _sympy_operands(specs) -> tuple[list, list]:
+    """The op's sympy arguments for operand ``specs``, and their symbols, flattened."""
+    arrays, flat = [], []
+    for i, spec in enumerate(specs):
+        if isinstance(spec, _Fixed):
+            arrays.append(spec.array())
+        else:
+            arrays.append(_symbol_array(f"u{i}", spec))
+            flat.extend(np.ravel(arrays[-1]))
+    return arrays, flat
+
+
+def _flat_operands(values) -> list:
+    """The values of ``_sympy_operands``' symbols: every operand's elements but index arrays."""
+    out = []
+    for v in values:
+        if not isinstance(_operand_spec(v), _Fixed):
+            out.extend(np.ravel(_floats(v)))
+    return out
+
+
 _DERIVATIVES: dict = {}
 
 
@@ -1014,8 +1072,7 @@ def _derivatives(op, shapes, attrs):
         derivs = [sp.diff(meaning, s) for s in syms]
         flat = syms
     else:
-        arrays = [_symbol_array(f"u{i}", s) for i, s in enumerate(shapes)]
-        flat = [s for arr in arrays for s in np.ravel(arr)]
+        arrays, flat = _sympy_operands(shapes)
         meaning = np.ravel(np.asarray(op.sympy(*arrays, **attrs), dtype=object)).tolist()
         derivs = [[sp.diff(m, s) for s in flat] for m in meaning]
     for d in np.ravel(np.asarray(derivs, dtype=object)):
@@ -1051,12 +1108,14 @@ def _tangent(term: Term, point: str, env: dict, n: int) -> np.ndarray:
                 d = np.broadcast_to(np.asarray(partial(*values), dtype=np.float64), shape)
                 out = out + d[..., None] * np.broadcast_to(t, shape + (n,))
         return out
-    shapes = tuple(np.shape(v) for v in values)
-    meaning, jacobian = _derivatives(op, shapes, term.attrs)
-    flat = [x for v in values for x in np.ravel(v)]
+    specs = tuple(_operand_spec(a.at[point]) for a in term.args)
+    meaning, jacobian = _derivatives(op, specs, term.attrs)
+    flat = _flat_operands(a.at[point] for a in term.args)
     _assert_meaning(op, meaning(*flat), np.ravel(value))
     matrix = np.asarray(jacobian(*flat), dtype=np.float64).reshape(-1, len(flat))
-    stacked = np.concatenate([np.reshape(t, (-1, n)) for t in tangents])
+    stacked = np.concatenate([np.reshape(t, (-1, n))
+                              for t, spec in zip(tangents, specs, strict=True)
+                              if not isinstance(spec, _Fixed)])
     return (matrix @ stacked).reshape(shape + (n,))
 
 

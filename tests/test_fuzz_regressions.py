@@ -255,3 +255,45 @@ def test_gradients_through_indexing_are_writable_and_separate(fn, shape):
             assert not any(np.shares_memory(g, h) for h in (*grads[k + 1:], *args))
         first = grads[0]
         first -= 1.0  # in place: the caller owns its gradients
+
+
+# --- the fuzz oracle reads an index array as it is --------------------------------------------
+
+
+def _index_array_cases():
+    from gradgen.ops import OPS
+
+    return [case for case in OPS["getitem"].domain.cases
+            if any(isinstance(s, np.ndarray) for s in case[0])]
+
+
+@pytest.mark.parametrize("case", _index_array_cases(), ids=lambda case: repr(case[1]["index"]))
+def test_fuzz_references_read_index_arrays_as_they_are(case):
+    """getitem's Domain cases read x[[0, 2, 0, 3]], x[mask], x[:, [2, 0]]; test_fuzz.py draws
+    them (from_domain_case, 1 in 10 array ops) with the index array as a constant of the
+    program. Its sympy references (the smoothness check and the forward-mode derivative) put
+    symbols in the index array's place too, and x[symbols] is no index: "IndexError: arrays
+    used as indices must be of integer (or boolean) type" (test_random_programs at
+    PYTHONHASHSEED=0 and 11)."""
+    from gradgen.ops import OPS
+    from gradgen.ops.index import real_index
+    from gradgen.ops.registry import Expr
+
+    from .test_fuzz import POINTS, Builder, Term, _literal, _tangent
+
+    (shape, index_array), attrs = case
+    rng = np.random.default_rng(0)
+    x = Term(Expr("x0"), {p: np.round(rng.uniform(-2, 2, size=shape), 4) for p in POINTS},
+             name="x0")
+    builder = Builder(None, rng)
+    for p in POINTS:
+        builder.env[p]["x0"] = x.at[p]
+    read = builder.apply(OPS["getitem"], [x, _literal(index_array, POINTS)], dict(attrs), POINTS)
+    n = math.prod(shape)
+    seed = np.eye(n).reshape((*shape, n))
+    for p in POINTS:
+        # d x[index] / dx: the rows of the identity that the index reads, repeats included
+        want = seed[real_index(attrs["index"], (index_array,))]
+        np.testing.assert_array_equal(_tangent(read, p, {"x0": seed}, n), want)
+        np.testing.assert_array_equal(read.at[p], x.at[p][real_index(attrs["index"],
+                                                                      (index_array,))])
