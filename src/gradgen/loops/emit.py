@@ -331,7 +331,8 @@ class RegionWriter:
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
-        self.position = {node: position for position, node in enumerate(graph.nodes)}
+        self.position = ({node: position for position, node in enumerate(graph.nodes)}
+                         if has_loops else {})
         for position, node in enumerate(graph.nodes if has_loops else ()):
             reads = node.inputs
             if node.op.name == "loop_bwd":
