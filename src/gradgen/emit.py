@@ -142,7 +142,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
             body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", depth))
     exprs: dict[Node, Expr] = {}
-    sizes: dict[Node, int] = {}
+    inlined: dict[Node, int] = {}  # an inlined value -> how many ops its expression has
     notes: dict[Node, tuple[str, ...]] = {}
     rules: dict[Node, tuple[str, ...]] = {}
     origins: dict[Node, tuple] = {}  # user Functions whose backward a statement comes from
@@ -178,7 +178,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue
         if op == "const":
             exprs[node] = scope.literal(node.attrs["value"], constants)
-            sizes[node] = 0
             continue
         if op == "loop_out":  # one result of a loop: the variable the loop left it in
             exprs[node] = Expr(regions.result(node))
@@ -195,8 +194,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         for ref in node.inputs:
             operand = ref.node
             args.append(exprs[operand])
-            if operand in sizes:
-                size += sizes[operand]
+            if operand in inlined:
+                size += inlined[operand]
                 if operand in notes:
                     note += notes[operand]
         if extra.get("region"):
@@ -210,7 +209,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if built is not None and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
-            sizes[node] = 0
             continue
         if op == "guard":
             written = _condition_as_written(node) or args[0].text
@@ -245,7 +243,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                         and node not in renamed)
         if not is_statement:
             exprs[node] = expr
-            sizes[node] = size
+            inlined[node] = size
             if note:
                 notes[node] = note
             if applied:
@@ -278,7 +276,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
-        sizes[node] = 0
         if check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
