@@ -305,7 +305,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if where is None:
                 where = loc_texts[node.loc] = _short_loc(node)
             statement += f"  # {where}"
-        if statement == f"{name} = {name}":
+        if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
             body.append(layout.lay_out(line, depth))

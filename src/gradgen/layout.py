@@ -251,9 +251,14 @@ class _Printer:
             elif kind is _LIST_ITERATOR:
                 for item in doc:
                     if type(item) is not str:
-                        todo.append((ind, mode, measure, doc))
-                        todo.append((ind, mode, measure, item))
-                        break
+                        if mode == FLAT and item is SOFT:  # flat: nothing
+                            continue
+                        if mode == FLAT and item is SPACE:  # flat: a space, measured here
+                            item = " "
+                        else:
+                            todo.append((ind, mode, measure, doc))
+                            todo.append((ind, mode, measure, item))
+                            break
                     # text, the most common item, measured here rather than queued
                     if pending is not None:
                         col += pending * INDENT

@@ -36,7 +36,8 @@ class Namer:
         self.versions: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        base = _clean(base)
+        if not (base.isascii() and base.isidentifier()):  # nearly always clean already
+            base = _clean(base)
         if base not in self.taken and not keyword.iskeyword(base):
             self.taken.add(base)
             return base
