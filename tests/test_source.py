@@ -149,6 +149,32 @@ PLAIN_DEFS = [
         w //= 2
         return w
     """,
+    """\
+    def blocks(x):
+        if x > 0:
+            a = x
+            b = a * 2
+        else:
+            a = -x
+            b = a
+        g = h(a,
+              k = 3
+        )
+        c = [a, (b,
+                 {x}), x]
+        for i in range(3):
+            c = c * i
+            c = c - 1
+        while b > 10:
+            b = b / 2
+
+        e = max(a,
+                b)
+        if e:
+            e = e + 1
+            e = e * 2
+
+    """,
 ]
 
 
@@ -169,7 +195,7 @@ def test_a_def_parsed_as_a_skeleton_gives_the_table_of_a_full_parse(text, monkey
         full.end_lineno, linemap.block_end(lines, full))
     if "#" not in text:
         assert skeleton.whole_lines  # the skeleton was used
-    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a")
+    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a", "a = x")
 
 
 def test_lambda_and_module_code_use_the_whole_file(tmp_path):
