@@ -50,9 +50,22 @@ class SourceLoc:
         return statement_text(self.file, self.line)
 
 
-@functools.lru_cache(maxsize=4096)
+# filename -> is_user_file(filename): the tracer reads it for every frame between a traced op
+# and the user's line, where a dict lookup costs a third of a cached function's call
+USER_FILES: dict[str, bool] = {}
+
+
 def is_user_file(filename: str) -> bool:
     """True for code the user wrote: neither gradgen itself nor the libraries it wraps."""
+    known = USER_FILES.get(filename)
+    if known is None:
+        if len(USER_FILES) >= 4096:  # (exec'd code may name a new file each time)
+            USER_FILES.clear()
+        known = USER_FILES[filename] = _is_user_path(filename)
+    return known
+
+
+def _is_user_path(filename: str) -> bool:
     if filename.startswith(("<__array_function__", "<frozen")):
         return False
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
@@ -87,20 +100,33 @@ _LINES_OF_CODE: dict[int, tuple[weakref.ref, list]] = {}
 def frame_line(frame) -> int:
     """``frame.f_lineno``, in constant time however long the frame's function is."""
     code = frame.f_code
-    if len(code.co_code) < _LONG_CODE:
+    last = _last_table
+    if last[0]() is code:  # (the ops of a trace come from one long function, mostly)
+        lines = last[1]
+    elif len(code.co_code) < _LONG_CODE:
         return frame.f_lineno
-    known = _LINES_OF_CODE.get(id(code))
+    else:
+        lines = _line_table(code)
+    lasti = frame.f_lasti >> 1
+    line = lines[lasti] if 0 <= lasti < len(lines) else None
+    return line if line is not None else frame.f_lineno
+
+
+def _line_table(code) -> list:
+    global _last_table
+    key = id(code)
+    known = _LINES_OF_CODE.get(key)
     if known is None or known[0]() is not code:
-        key = id(code)
         lines = [None] * (len(code.co_code) // 2)
         for start, end, line in code.co_lines():
             lines[start // 2:end // 2] = [line] * ((end - start) // 2)
         known = _LINES_OF_CODE[key] = (
             weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), lines)
-    lines = known[1]
-    lasti = frame.f_lasti // 2
-    line = lines[lasti] if 0 <= lasti < len(lines) else None
-    return line if line is not None else frame.f_lineno
+    _last_table = known  # one assignment: another thread sees the old pair or the new
+    return known[1]
+
+
+_last_table: tuple[weakref.ref, list] = (lambda: None, [])
 
 
 def current_loc() -> SourceLoc | None:

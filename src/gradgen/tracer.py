@@ -13,7 +13,7 @@ from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
-from .source import SourceLoc, current_loc, frame_line, is_user_file
+from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
 
 class _State(threading.local):
@@ -67,23 +67,29 @@ def set_watcher(watch) -> None:
 
 
 def _user_loc() -> SourceLoc | None:
-    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame."""
+    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame.
+    (Runs once per recorded op: the frames between are looked up in a dict, not a call.)"""
     frame = sys._getframe(2)
     callee = None
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+    user_files = USER_FILES
+    while True:
+        code = frame.f_code
+        mine = user_files.get(code.co_filename)
+        if mine or mine is None and is_user_file(code.co_filename):
+            break
         callee, frame = frame, frame.f_back
-    if frame is None:
-        return None
+        if frame is None:
+            return None
     line = frame_line(frame)
-    watch = _state.watch
+    state = _state
+    watch = state.watch
     if watch is not None:
         watch(frame, callee, line)
-    code = frame.f_code
-    last = _state.last_loc  # the ops of one line share its SourceLoc (immutable)
+    last = state.last_loc  # the ops of one line share its SourceLoc (immutable)
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):
         return last
-    loc = _state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    loc = state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
     return loc
 
 

@@ -89,6 +89,11 @@ class BindingObserver:
         inside its call ``callee``."""
         state = self.frames.get(frame)
         if state is not None and frame is self.stack[-1]:
+            if line == state.line:  # (_step's first case, inline: this runs once per op)
+                lasti = frame.f_lasti
+                if lasti > state.lasti or lasti == state.lasti and callee is state.callee:
+                    state.lasti, state.callee = lasti, callee
+                    return
             self._step(frame, state, callee, line)
             return
         new = []  # user frames not seen before, innermost first, with the frame each calls
