@@ -30,9 +30,11 @@ _LIBRARY_DIRS = tuple(sorted({
 _basename = functools.lru_cache(maxsize=1024)(os.path.basename)  # once per statement emitted
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SourceLoc:
-    """A user source position: the innermost frame outside gradgen and NumPy."""
+    """A user source position: the innermost frame outside gradgen and NumPy. A value, never
+    changed once made (the ops of one line share it); not a frozen dataclass because the
+    tracer makes one per traced line and a frozen one costs three times as much."""
 
     file: str
     line: int
