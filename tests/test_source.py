@@ -198,6 +198,21 @@ def test_a_def_parsed_as_a_skeleton_gives_the_table_of_a_full_parse(text, monkey
     assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a", "a = x")
 
 
+def test_a_long_unrolled_def_gives_the_parser_almost_nothing():
+    # One-line assignments are read from their text: the parser sees the def, a `pass` that
+    # keeps its body, the return, and blank lines in between.
+    body = "".join(f"    t{i} = math.sin(t{i - 1}) * {i}.5 + (t{i - 1} - 1.0)\n"
+                   for i in range(1, 400))
+    lines = f"def f(t0):\n{body}    return t399\n".splitlines(True)
+    node = linemap.parse_def(lines, 1)
+    assert [type(stmt).__name__ for stmt in node.body] == ["Pass", "Return"]
+    assert (node.end_lineno, len(node.whole_lines)) == (401, 399)
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of([node], lines, table)
+    assert table[2] == LineInfo(("t1",), "t1 = math.sin(t0) * 1.5 + (t0 - 1.0)")
+    assert table[400].targets == ("t399",) and table[401].statement == "return t399"
+
+
 def test_lambda_and_module_code_use_the_whole_file(tmp_path):
     path = _write(tmp_path, """\
         import math
