@@ -142,7 +142,11 @@ def _line_table(code) -> _LineTable:
     return table
 
 
-_last_table = _LineTable(lambda: None, (), (), ())
+class _Gone:
+    pass
+
+
+_last_table = _LineTable(weakref.ref(_Gone()), (), (), ())  # a dead reference: no table yet
 
 
 def current_loc() -> SourceLoc | None:
