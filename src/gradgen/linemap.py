@@ -80,11 +80,11 @@ _NOT_PLAIN = ("\\", "'", '"', "#", ";")  # strings, comments, continuations, a; 
 _NOT_BRACKET = bytes(set(range(256)) - set(b"()[]{}\n"))  # bytes.translate deletes these
 
 
-def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, tuple[str, ...]]]:
-    """The def's lines with its one-line assignments taken out, and the names each of those
-    lines assigns, by line number. The line table needs statements, not expressions, and
+def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, LineInfo]]:
+    """The def's lines with its one-line assignments taken out, and the LineInfo of each of
+    those lines, by line number. The line table needs statements, not expressions, and
     building the expressions of a long unrolled function is most of the parser's time: such a
-    line's targets are read here and its text is the line itself (line_table_of), so the
+    line's targets are read here and its statement is the line itself, so the
     parser only sees a blank line, which keeps the other lines' numbers, or a ``pass`` where a
     statement must stay: first in a run of them (a block is never left empty) and last in the
     def (its end line stays). Only for plain code (no string, comment, backslash or
@@ -96,7 +96,7 @@ def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, tuple[
         return lines, {}
     inside = _bracketed_lines(text)
     out = list(lines)
-    whole: dict[int, tuple[str, ...]] = {}
+    whole: dict[int, LineInfo] = {}
     last_code = len(lines) - 1
     while last_code > 0 and not lines[last_code].strip():
         last_code -= 1
@@ -119,7 +119,7 @@ def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, tuple[
                 continue
         # the first of a run keeps a statement in its block; the last keeps the def's end
         out[k] = "\n" if k - 1 + first in whole and k != last_code else f"{match[1]}pass\n"
-        whole[k + first] = targets
+        whole[k + first] = LineInfo(targets, " ".join(match[0].split()))
     return out, whole
 
 
@@ -183,11 +183,10 @@ def block_end(lines: list[str], node) -> int:
 def line_table_of(statements: list[ast.stmt], lines: list[str],
                   table: dict[int, LineInfo]) -> None:
     """Fill ``table`` (line number -> LineInfo) for ``statements`` and everything inside."""
-    whole: dict[int, tuple[str, ...]] = {}
+    whole: dict[int, LineInfo] = {}
     for stmt in statements:
         whole.update(getattr(stmt, "whole_lines", {}))
-    for line, targets in whole.items():  # a one-line assignment: the line is its statement
-        table[line] = LineInfo(targets, " ".join(lines[line - 1].split()))
+    table.update(whole)  # the one-line assignments, read by _skeleton
     text = _Text(lines, whole)
     pending = [statements]
     while pending:
@@ -254,9 +253,9 @@ def _targets(stmt: ast.stmt) -> tuple[str, ...]:
 class _Text:
     """Source text of ast nodes, whitespace collapsed to single spaces (offsets are UTF-8)."""
 
-    def __init__(self, lines: list[str], whole: dict[int, tuple[str, ...]] | None = None):
+    def __init__(self, lines: list[str], whole: dict[int, LineInfo] | None = None):
         self.lines = lines
-        self.whole = whole or {}  # line -> names of an assignment taken out (_skeleton)
+        self.whole = whole or {}  # the lines of the assignments taken out (_skeleton)
 
     def starts_line(self, stmt: ast.stmt) -> bool:
         line = self.lines[stmt.lineno - 1]

@@ -89,13 +89,13 @@ class BindingObserver:
         """A value is about to be recorded from user ``frame`` (running ``line``, if known),
         inside its call ``callee``."""
         state = self.frames.get(frame)
-        if state is not None and frame is self.stack[-1]:
-            if line == state.line:  # (_step's first case, inline: this runs once per op)
-                lasti = frame.f_lasti
-                if lasti > state.lasti or lasti == state.lasti and callee is state.callee:
-                    state.lasti, state.callee = lasti, callee
-                    return
-            self._step(frame, state, callee, line)
+        if state is not None and frame is self.stack[-1]:  # (once per op: _step, inline)
+            lasti = frame.f_lasti
+            if line == state.line and (lasti > state.lasti or lasti == state.lasti
+                                       and callee is state.callee):
+                state.lasti, state.callee = lasti, callee
+                return
+            self._next_line(frame, state, callee, line, lasti)
             return
         new = []  # user frames not seen before, innermost first, with the frame each calls
         known = frame
@@ -119,8 +119,15 @@ class BindingObserver:
                                    and callee is state.callee):
             state.lasti, state.callee = lasti, callee  # still the same run of the line
             return
+        self._next_line(frame, state, callee, line, lasti)
+
+    def _next_line(self, frame, state: _FrameNames, callee, line: int, lasti: int) -> None:
+        """``frame`` has moved on to ``line`` (or runs it again)."""
         peek = SERIALS.peek
-        self._finish_line(state, peek)
+        done = state.info  # (_finish_line, inline: this runs once per line)
+        if done is not None and done.targets:
+            state.finished.append((done.targets, state.first, peek))
+            state.targets.update(done.targets)
         info = state.table.get(line)
         if info is not None and info.targets and not state.targets.isdisjoint(info.targets):
             self._resolve(frame, state)  # before this line binds one of the names again
