@@ -3,6 +3,7 @@ library's ast, one traced function at a time, cached per file and refreshed when
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 import linecache
@@ -380,3 +381,56 @@ def test_the_callers_name_wins_over_the_helpers():
     # the helper's frame is resolved when it has returned, before its caller's line
     assert _emitted_forward(_outer_names_win, 1.5) == [
         "y = x * 2", "twice = y * 2", "z = twice + 1"]
+
+
+def _names_by_inspect(fn, n: int, skip: int = 0) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}_{i - len(params) + 1}")
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def _shapes_of_parameters():
+    def plain(a, b, c=1):
+        pass
+
+    def positional_only(a, /, b, *xs):
+        pass
+
+    def star_then_keyword(a, *xs, k):
+        pass
+
+    def keywords(a, *, k, **kw):
+        return k, kw
+
+    def everything(a, b, *args, c, d=2, **kw):
+        local = a
+        return local
+
+    class Model:
+        def method(self, x, y):
+            pass
+
+        def __call__(self, p, q):
+            pass
+
+    @functools.wraps(plain)
+    def wrapper(*args, **kwargs):
+        pass
+
+    return [plain, positional_only, star_then_keyword, keywords, everything, Model().method,
+            Model(), wrapper, functools.partial(plain, 1), lambda x, y: x]
+
+
+@pytest.mark.parametrize("fn", _shapes_of_parameters())
+def test_parameter_names_read_from_code_are_the_signatures(fn):
+    for n in range(5):
+        for skip in (0, 1):
+            assert source.parameter_names(fn, n, skip) == _names_by_inspect(fn, n, skip)
