@@ -101,9 +101,10 @@ def loc_of_frame(frame) -> SourceLoc | None:
 
 # Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
 # a long unrolled function each lookup costs as much as the function is long (0.7 ms at
-# 20,000 lines). A long function's table is read once (``co_lines``, a few ranges per
-# statement, unpacked by zip in C) and searched by bisection: filling a list with the line of
-# every instruction cost a microsecond per op of the function.
+# 20,000 lines). A long function's table is read once (``co_lines``: a few ranges per
+# statement) and searched by bisection. (Filling a list with the line of every instruction
+# cost a microsecond per op; unpacking the ranges with ``zip(*...)`` grows faster than the
+# function from 10,000 ops on.)
 _LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
 # id(code) -> _LineTable; code objects hash by their whole contents, so they are not keys
 _LINES_OF_CODE: dict[int, _LineTable] = {}
@@ -111,9 +112,8 @@ _LINES_OF_CODE: dict[int, _LineTable] = {}
 
 class _LineTable(NamedTuple):
     code: weakref.ref  # (the code object itself would be kept alive by the cache)
-    starts: tuple[int, ...]  # byte offset where each range of instructions starts
-    ends: tuple[int, ...]
-    lines: tuple[int | None, ...]
+    ranges: list[tuple[int, int, int | None]]  # co_lines(): (start, end, line)
+    starts: list[int]  # byte offset where each range starts, for bisect
 
 
 def frame_line(frame) -> int:
@@ -126,8 +126,11 @@ def frame_line(frame) -> int:
         table = _line_table(code)
     lasti = frame.f_lasti
     k = bisect.bisect_right(table.starts, lasti) - 1
-    line = table.lines[k] if k >= 0 and lasti < table.ends[k] else None
-    return line if line is not None else frame.f_lineno
+    if k >= 0:
+        _, end, line = table.ranges[k]
+        if lasti < end and line is not None:
+            return line
+    return frame.f_lineno
 
 
 def _line_table(code) -> _LineTable:
@@ -135,9 +138,10 @@ def _line_table(code) -> _LineTable:
     key = id(code)
     table = _LINES_OF_CODE.get(key)
     if table is None or table.code() is not code:
+        ranges = list(code.co_lines())
         table = _LINES_OF_CODE[key] = _LineTable(
-            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)),
-            *zip(*code.co_lines()))
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), ranges,
+            [start for start, _, _ in ranges])
     _last_table = table  # one assignment: another thread sees the old table or the new
     return table
 
@@ -146,7 +150,7 @@ class _Gone:
     pass
 
 
-_last_table = _LineTable(weakref.ref(_Gone()), (), (), ())  # a dead reference: no table yet
+_last_table = _LineTable(weakref.ref(_Gone()), [], [])  # a dead reference: no table yet
 
 
 def current_loc() -> SourceLoc | None:
