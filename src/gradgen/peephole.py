@@ -7,6 +7,8 @@ import numpy as np
 
 from .ir import Node, Ref
 
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
+
 # Never merged: inputs, the seed, guards (side effects) and adjoints (each carries a name).
 UNIQUE = {"input", "seed", "guard", "adjoint"}
 
@@ -139,9 +141,12 @@ class Shared:
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to
         record the node made instead, in ``known``)."""
-        if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
+        kind = _KINDS.get(op)
+        if kind is None:
+            kind = _KINDS[op] = _kind(op)
+        if kind is _NEVER:
             return None, None
-        if aval.py is not None and op.name in _IDENTITIES:
+        if kind is _IDENTITY and aval.py is not None:
             for ref in inputs:  # an arithmetic identity reads a constant or a negation
                 if ref.node.op.name in _CONST_OR_NEG or op.name in _SAME_VALUE:
                     same = identical_input(op.name, inputs, attrs, aval)
@@ -150,4 +155,16 @@ class Shared:
                     break
         key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
-        return (node.out if node is not None else None), key
+        return (_new_ref(Ref, (node, 0)) if node is not None else None), key
+
+
+# What find may do for an op, read once per op: nothing (never merged), merge equal nodes,
+# or also look for an identity first
+_NEVER, _EQUAL, _IDENTITY = "never", "equal", "identity"
+_KINDS: dict = {}
+
+
+def _kind(op) -> str:
+    if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
+        return _NEVER
+    return _IDENTITY if op.name in _IDENTITIES else _EQUAL

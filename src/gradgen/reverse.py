@@ -15,7 +15,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, at_loc, swap_loc
+from .tracer import Trace, Tracer, _state, at_loc, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -147,35 +147,56 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 
 
 def _pull_back(trace, node, g, needed, contributions) -> None:
+    values = trace.values
+    op = node.op
     # The tracers the rules read (trace.tracer, written out for one output: this runs per
     # node), constants as their values
-    values = trace.values
-    ans = Tracer(trace, node.out, values[node]) if node.op.n_out == 1 else trace.tracer(
-        node.out)
+    ans = Tracer(trace, _new_ref(Ref, (node, 0)), values[node]) if op.n_out == 1 else (
+        trace.tracer(node.out))
     ins = []
     for r in node.inputs:
-        op = r.node.op
-        if op.name == "const":
-            ins.append(values[r.node])
+        source = r.node
+        if source.op is _CONST:
+            ins.append(values[source])
+        elif source.op.n_out == 1:
+            ins.append(Tracer(trace, r, values[source]))
         else:
-            ins.append(Tracer(trace, r, values[r.node]) if op.n_out == 1 else trace.tracer(r))
-    rules = node.op.vjp
-    variadic, order, deferred = _rule_layout(node.op)
+            ins.append(trace.tracer(r))
+    rules = op.vjp
+    layout = _LAYOUTS.get(op)
+    variadic, order, deferred = layout if layout is not None else _rule_layout(op)
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
-    for i in order or range(len(node.inputs)):
-        r = node.inputs[i]
-        if r.node not in needed:
-            continue
-        rule = rules[0] if variadic else rules[i]
-        if rule is None:
-            continue
-        k = 0 if variadic else i
-        args = (node, k, r, rule, g, ans, ins)
-        c = _Deferred(args) if i in deferred else _contribution(*args)
-        contributions.setdefault(r, []).append((node.serial, c, node, k))
+    attrs = node.attrs
+    state = _state
+    saved = swap_loc(node.loc)  # each contribution is recorded at node's line
+    try:
+        for i in order or range(len(node.inputs)):
+            r = node.inputs[i]
+            if r.node not in needed:
+                continue
+            rule = rules[0] if variadic else rules[i]
+            if rule is None:
+                continue
+            k = 0 if variadic else i
+            if i in deferred:
+                c = _Deferred((node, k, r, rule, g, ans, ins))
+            else:
+                state.origin = (op, k)  # (swap_loc's, for the one field that changes)
+                c = rule(g, ans, *ins, **attrs)
+                # the common case (Python floats share one Aval): nothing to match
+                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not (
+                        r.node.avals[r.index]):
+                    c = _fit(c, r)
+            contributions.setdefault(r, []).append((node.serial, c, node, k))
+    except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
+        raise not_finite(node, e) from e
+    finally:
+        swap_loc(*saved)
 
 
+_CONST = OPS["const"]
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
 _LAYOUTS: dict = {}
 
 
@@ -238,10 +259,10 @@ def _combine(entries, node: Node):
     if not entries:
         return None
     if len(entries) > 1:
-        entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
+        entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
                    for e in entries]
         entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
-    elif isinstance(entries[0][1], _Deferred):
+    elif type(entries[0][1]) is _Deferred:
         entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
     key, first, user, index = entries[0]
     if len(entries) == 1 and not (node.name and key >= 0 and isinstance(first, Tracer)):
@@ -258,7 +279,7 @@ def _combine(entries, node: Node):
         if len(entries) == 1:
             g = first
         else:
-            uses = tuple(str(e[2].loc) for e in entries if e[2].loc is not None)
+            uses = tuple([e[2].loc.short for e in entries if e[2].loc is not None])
             partial = f"grad_{node.name}_partial" if node.name else None
             g = _fused_sum([e[1] for e in entries], uses, partial)
         is_own_seed = entries[0][0] < 0 and len(entries) == 1

@@ -100,6 +100,15 @@ def _stack() -> list[Trace]:
     return stack
 
 
+def _const_key(value):
+    """What tells scalar constants apart: a float other than 0.0, -0.0 and nan is its own
+    key (no other key equals a float: ints and bools are keyed by type and repr); the rest by
+    type and repr, which keeps 0.0 and -0.0 apart and nan equal to itself."""
+    if type(value) is float and value and value == value:
+        return value
+    return (type(value), repr(value))
+
+
 class Trace:
     """One recording in progress: the nodes so far, in the order they ran.
 
@@ -158,6 +167,10 @@ class Trace:
         return Tracer(self, node.out, value)
 
     def const(self, value) -> Ref:
+        if type(value) is float and value and value == value:  # not 0.0, -0.0 or nan
+            ref = self._consts.get(value)  # (a float's own key: the common case, no repr)
+            if ref is not None:
+                return ref
         try:
             aval = aval_of(value)
         except TypeError:
@@ -165,7 +178,7 @@ class Trace:
                 f"a {type(value).__name__} value was combined with a traced value",
                 current_loc(), "gradgen traces numbers and NumPy arrays of numbers") from None
         if aval.shape == ():  # scalars are shared; arrays are left to CSE
-            key = (type(value), repr(value))
+            key = _const_key(value)
             ref = self._consts.get(key)
             if ref is None:
                 ref = self._consts[key] = self._const_node(value, aval)
@@ -178,7 +191,7 @@ class Trace:
         for node in nodes:
             if node.op.name == "const" and node.aval.shape == ():
                 value = node.attrs["value"]
-                self._consts.setdefault((type(value), repr(value)), node.out)
+                self._consts.setdefault(_const_key(value), node.out)
 
     def _const_node(self, value, aval) -> Ref:
         node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
@@ -237,6 +250,18 @@ class Trace:
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
     trace = None
+    for a in args:  # Python numbers only, traced in one trace? (scalar code, and its backward)
+        if type(a) is Tracer:
+            if type(a._value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
+                break
+            trace = a._trace
+        elif type(a) not in _PY_AVALS:
+            break
+    else:
+        if trace is None:
+            return op.impl(*args, **attrs)
+        return _bind_numbers(trace, op, args, attrs)
+    trace = None
     for a in args:
         if isinstance(a, Tracer) and (trace is None or a._trace.level > trace.level):
             trace = a._trace
@@ -268,6 +293,11 @@ def bind(op, args, attrs) -> object:
         values = [concrete(trace.values, r) if type(v) is Pending else v
                   for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
+    return _record(trace, op, tuple(refs), attrs, out, constant, args)
+
+
+def _record(trace, op, refs, attrs, out, constant, args):
+    """The node of ``op(*refs)`` whose value is ``out`` (or the one Shared finds equal)."""
     try:
         avals = [aval_of(o) for o in out] if op.n_out > 1 else (
             _PY_AVALS.get(type(out)) or aval_of(out),)  # a Python number's: no call
@@ -276,7 +306,6 @@ def bind(op, args, attrs) -> object:
                                    _state.loc or current_loc()) from None
     key = None
     if trace.shared is not None:
-        refs = tuple(refs)
         same, key = trace.shared.find(op, refs, attrs, avals[0])
         if same is not None:
             return Tracer(trace, same, out)
@@ -297,6 +326,45 @@ def bind(op, args, attrs) -> object:
     if op.extra.get("view") and isinstance(args[0], Tracer):
         _register_view(args[0], result, node)
     return result
+
+
+def _bind_numbers(trace, op, args, attrs):
+    """``bind`` when every argument is a Python number, traced in ``trace`` or constant: no
+    lifting, nothing pending, nothing to broadcast; computed at once (free for a number, and
+    a derivative that does not exist there is reported where it is made)."""
+    values, refs = [], []
+    constant = True
+    for a in args:
+        if type(a) is Tracer:
+            ref = a.ref
+            values.append(a._value)
+            if constant and ref.node not in trace.constant:
+                constant = False
+        else:
+            values.append(a)
+            ref = trace.const(a)
+        refs.append(ref)
+    out = op.impl(*values, **attrs)
+    aval = _PY_AVALS.get(type(out))
+    if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
+        return _record(trace, op, tuple(refs), attrs, out, constant, args)
+    refs = tuple(refs)
+    shared = trace.shared
+    key = None
+    if shared is not None:
+        same, key = shared.find(op, refs, attrs, aval)
+        if same is not None:
+            return Tracer(trace, same, out)
+    state = _state
+    node = Node(op, refs, attrs, (aval,), state.loc or _user_loc(), None, trace.role, None,
+                state.origin)
+    trace.nodes.append(node)
+    if key is not None:
+        shared.known[key] = node
+    if constant:
+        trace.constant.add(node)
+    trace.values[node] = out
+    return Tracer(trace, _new_ref(Ref, (node, 0)), out)
 
 
 def _bind_abstract(trace, op, values, refs, attrs, args, pending):
@@ -336,6 +404,8 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
         base.views = []
     base.views.append(weakref.ref(view))
 
+
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
 
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
