@@ -42,20 +42,15 @@ def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
 # --- identities -----------------------------------------------------------------------------
 
 
-_NOT_CONST = object()
-
-
-def const_value(ref: Ref):
-    node = ref.node
-    return node.attrs["value"] if node.op.name == "const" else _NOT_CONST
-
-
 def is_number(ref: Ref, number) -> bool:
     """Is ``ref`` a constant that equals ``number`` everywhere?"""
-    value = const_value(ref)
+    node = ref.node
+    if node.op.name != "const":
+        return False
+    value = node.attrs["value"]
     if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
         return value == number
-    if value is _NOT_CONST or isinstance(value, bool | np.bool_):
+    if isinstance(value, bool | np.bool_):
         return False
     try:
         return bool(np.all(np.asarray(value) == number))
@@ -134,9 +129,12 @@ class Shared:
     def __init__(self, nodes):
         self.known: dict[tuple, Node] = {}
         setdefault = self.known.setdefault
-        for node in nodes:
-            if node.op.name not in UNIQUE and node.op.n_out == 1:
-                setdefault(node_key(node.op.name, node.inputs, node.attrs), node)
+        for node in nodes:  # (node_key, written out for the common case: this runs per node)
+            name = node.op.name
+            if name not in UNIQUE and node.op.n_out == 1:
+                attrs = node.attrs
+                setdefault((name, node.inputs) if not attrs else node_key(name, node.inputs,
+                                                                          attrs), node)
 
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -90,7 +91,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if node not in needed or node.op.name == "input" or node in done:
                 continue
             if node.op.name == "loop_out" and node.inputs[0].node.op.name == "loop":
-                g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
+                g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)  # one carry's adjoint
                 if isinstance(g, Tracer):
                     adjoints[node] = g.ref
                 loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
@@ -108,7 +109,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                                 if isinstance(g, Tracer))
                 pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
-            g = _combine(contributions.pop(node.out, None), node)
+            g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
             if isinstance(g, Tracer):
                 adjoints[node] = g.ref
             if g is not None:  # (each contribution is recorded at node's line: _contribution)
@@ -274,39 +275,45 @@ def _combine(entries, node: Node):
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    saved = swap_loc(loc, origin if entries[0][0] >= 0 else None)
+    if key < 0:
+        origin = None
+    if len(entries) == 1:  # a named contribution: grad_<name> (node.name, checked above)
+        _note_adjoint(first.ref.node, node)
+        return _named(first, f"grad_{node.name}", loc, origin)
+    saved = swap_loc(loc, origin)
     try:
-        if len(entries) == 1:
-            g = first
-        else:
-            uses = tuple([e[2].loc.short for e in entries if e[2].loc is not None])
-            partial = f"grad_{node.name}_partial" if node.name else None
-            g = _fused_sum([e[1] for e in entries], uses, partial)
-        is_own_seed = entries[0][0] < 0 and len(entries) == 1
-        if isinstance(g, Tracer) and not is_own_seed:
+        uses = tuple([e[2].loc.short for e in entries if e[2].loc is not None])
+        partial = f"grad_{node.name}_partial" if node.name else None
+        g = _fused_sum([e[1] for e in entries], uses, partial)
+        if isinstance(g, Tracer):
             _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
             if node.name:
-                g = _named(g, f"grad_{node.name}")
+                g = _named(g, f"grad_{node.name}", loc, origin)
     finally:
         swap_loc(*saved)
     return g
 
 
-def _first(entry):
-    return entry[0]
+_first = operator.itemgetter(0)
 
 
-def _named(g: Tracer, name: str) -> Tracer:
+def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     """``g`` under the user's name for it: an ``adjoint`` node (an identity that carries the
-    name). A Python number's is recorded directly: what bind would do, step by step."""
+    name), recorded at ``loc`` from the rule ``origin``. A Python number's is made directly:
+    what bind would do, step by step."""
     ref = g.ref
     aval = ref.node.avals[ref.index]
-    if type(g._value) is float and aval.py is float:
-        trace = g._trace
-        node = trace.add(adjoint, (ref,), {}, (aval,), name=name)
+    trace = g._trace
+    if type(g._value) is float and aval.py is float and loc is not None:
+        node = Node(adjoint, (ref,), {}, (aval,), loc, name, trace.role, None, origin)
+        trace.nodes.append(node)
         trace.values[node] = g._value
-        return Tracer(trace, node.out, g._value)
-    g = adjoint(g)
+        return Tracer(trace, _new_ref(Ref, (node, 0)), g._value)
+    saved = swap_loc(loc, origin)
+    try:
+        g = adjoint(g)
+    finally:
+        swap_loc(*saved)
     g.ref.node.name = name
     return g
 
