@@ -107,6 +107,35 @@ def _rows_in_order(ins) -> Ref | None:
     return whole
 
 
+# --- signs ----------------------------------------------------------------------------------
+
+# A negation moves through * and / without changing a bit: IEEE rounding is symmetric in sign,
+# so -(a * b) == (-a) * b and -(a / b) == (-a) / b exactly (zeros and infinities included;
+# only a NaN's sign bit may differ, which no comparison sees). Likewise u - (-v) == u + v.
+_SIGN_CARRIERS = {"mul", "div"}
+_MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
+
+
+def negated_path(ref: Ref) -> list[Node] | None:
+    """The backward products and quotients down the left operands of ``ref`` to a negation
+    (``-g * s / c`` is [div, mul, neg]), or None: ``ref`` is exactly minus what the path,
+    rebuilt without that negation, computes. Only nodes reverse mode made (role "bwd"), so a
+    forward value is never computed twice; only floats."""
+    node = ref.node
+    if node.role != "bwd" or node.avals[ref.index].dtype.kind != "f":
+        return None
+    path = []
+    while node.role == "bwd" and len(path) < _MAX_SIGN_DEPTH:
+        path.append(node)
+        name = node.op.name
+        if name == "neg":
+            return path
+        if name not in _SIGN_CARRIERS or node.attrs:
+            return None
+        node = node.inputs[0].node
+    return None
+
+
 # --- the backward as it is built --------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import weakref
@@ -13,6 +14,7 @@ from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
+from .peephole import negated_path
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
 
@@ -104,7 +106,7 @@ def _const_key(value):
     """What tells scalar constants apart: a float other than 0.0, -0.0 and nan is its own
     key (no other key equals a float: ints and bools are keyed by type and repr); the rest by
     type and repr, which keeps 0.0 and -0.0 apart and nan equal to itself."""
-    if type(value) is float and value and value == value:
+    if type(value) is float and value and not math.isnan(value):
         return value
     return (type(value), repr(value))
 
@@ -167,7 +169,7 @@ class Trace:
         return Tracer(self, node.out, value)
 
     def const(self, value) -> Ref:
-        if type(value) is float and value and value == value:  # not 0.0, -0.0 or nan
+        if type(value) is float and value and not math.isnan(value):  # not 0.0, -0.0, nan
             ref = self._consts.get(value)  # (a float's own key: the common case, no repr)
             if ref is not None:
                 return ref
@@ -284,6 +286,10 @@ def bind(op, args, attrs) -> object:
         refs.append(ref)
         if scalars and ref.node.avals[ref.index].shape:
             scalars = False
+    if trace.shared is not None and op.name in _SIGNED:
+        cancelled = _signs_cancelled(trace, op, refs)
+        if cancelled is not None:
+            return cancelled
     pending = Pending in map(type, values)
     if trace.lazy and not constant and (pending or not scalars):
         result = _bind_abstract(trace, op, values, refs, attrs, args, pending)
@@ -344,6 +350,10 @@ def _bind_numbers(trace, op, args, attrs):
             values.append(a)
             ref = trace.const(a)
         refs.append(ref)
+    if trace.shared is not None and op.name in _SIGNED:
+        cancelled = _signs_cancelled(trace, op, refs)
+        if cancelled is not None:
+            return cancelled
     out = op.impl(*values, **attrs)
     aval = _PY_AVALS.get(type(out))
     if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
@@ -365,6 +375,39 @@ def _bind_numbers(trace, op, args, attrs):
         trace.constant.add(node)
     trace.values[node] = out
     return Tracer(trace, _new_ref(Ref, (node, 0)), out)
+
+
+_SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
+
+
+def _signs_cancelled(trace, op, refs):
+    """Reverse mode: ``op(*refs)`` with a pair of signs cancelled, or None when it has none:
+    -(-g * s) is g * s, u - (-g * s) is u + g * s, (-a * b) * (-c) is a * b * c. Exact (see
+    peephole.negated_path), and the rules stay as the maths reads (d cos = -g * sin)."""
+    name = op.name
+    if name == "neg":
+        path = negated_path(refs[0])
+        if path is None or (len(path) == 1 and refs[0].aval.py is None):
+            return None  # an array's -(-x) is x itself: fold's, once aliasing is known
+        return _without_sign(trace, path)
+    if name == "sub":
+        path = negated_path(refs[1])
+        if path is None:
+            return None
+        return bind(OPS["add"], (trace.tracer(refs[0]), _without_sign(trace, path)), {})
+    first = negated_path(refs[0])  # mul, div: both operands negated
+    second = negated_path(refs[1]) if first is not None else None
+    if second is None:
+        return None
+    return bind(op, (_without_sign(trace, first), _without_sign(trace, second)), {})
+
+
+def _without_sign(trace, path: list[Node]) -> Tracer:
+    """The value of ``path``'s first node with its negation (the last node) left out."""
+    value = trace.tracer(path[-1].inputs[0])
+    for node in reversed(path[:-1]):
+        value = bind(node.op, (value, trace.tracer(node.inputs[1])), {})
+    return value
 
 
 def _bind_abstract(trace, op, values, refs, attrs, args, pending):
