@@ -72,6 +72,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.shared = Shared(graph.nodes)
     trace.share_constants(graph.nodes)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
+    read: dict[Node, object] = {}  # what the rules read, by forward value (_pull_back)
     loop_adjoints: dict[Node, dict[int, object]] = {}
 
     with trace:
@@ -113,7 +114,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             if isinstance(g, Tracer):
                 adjoints[node] = g.ref
             if g is not None:  # (each contribution is recorded at node's line: _contribution)
-                _pull_back(trace, node, g, needed, contributions)
+                _pull_back(trace, node, g, needed, contributions, read)
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
@@ -147,22 +148,28 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
     return Tracer(trace, node.out, value)
 
 
-def _pull_back(trace, node, g, needed, contributions) -> None:
+def _pull_back(trace, node, g, needed, contributions, read) -> None:
     values = trace.values
     op = node.op
-    # The tracers the rules read (trace.tracer, written out for one output: this runs per
-    # node), constants as their values
-    ans = Tracer(trace, _new_ref(Ref, (node, 0)), values[node]) if op.n_out == 1 else (
-        trace.tracer(node.out))
+    # What the rules read: constants as their values, others as tracers, made once per value
+    # in ``read`` (a forward value read by many rules, then as its own rule's ``ans``)
+    if op.n_out == 1:
+        ans = read.get(node)
+        if ans is None:
+            ans = read[node] = Tracer(trace, _new_ref(Ref, (node, 0)), values[node])
+    else:
+        ans = trace.tracer(node.out)
     ins = []
     for r in node.inputs:
         source = r.node
-        if source.op is _CONST:
-            ins.append(values[source])
-        elif source.op.n_out == 1:
-            ins.append(Tracer(trace, r, values[source]))
-        else:
+        if source.op.n_out != 1:
             ins.append(trace.tracer(r))
+            continue
+        x = read.get(source)
+        if x is None:
+            x = read[source] = values[source] if source.op is _CONST else Tracer(
+                trace, r, values[source])
+        ins.append(x)
     rules = op.vjp
     layout = _LAYOUTS.get(op)
     variadic, order, deferred = layout if layout is not None else _rule_layout(op)

@@ -378,6 +378,7 @@ def _bind_numbers(trace, op, args, attrs):
 
 
 _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
+_MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
 
 
 def _signs_cancelled(trace, op, refs):
@@ -385,6 +386,8 @@ def _signs_cancelled(trace, op, refs):
     -(-g * s) is g * s, u - (-g * s) is u + g * s, (-a * b) * (-c) is a * b * c. Exact (see
     peephole.negated_path), and the rules stay as the maths reads (d cos = -g * sin)."""
     name = op.name
+    if refs[-1].node.op.name not in _MAY_BE_NEGATED:  # (mul and div need both negated)
+        return None
     if name == "neg":
         path = negated_path(refs[0])
         if path is None or (len(path) == 1 and refs[0].aval.py is None):
