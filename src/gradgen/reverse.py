@@ -88,33 +88,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 else:  # a constant cotangent (one row of a Jacobian)
                     seed = Tracer(trace, trace.const(cotangents[k]), cotangents[k])
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
-        for node in reversed(graph.nodes):
-            if node not in needed or node.op.name == "input" or node in done:
-                continue
-            if node.op.name == "loop_out" and node.inputs[0].node.op.name == "loop":
-                g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)  # one carry's adjoint
-                if isinstance(g, Tracer):
-                    adjoints[node] = g.ref
-                loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
-                continue
-            if node.op.name == "loop":
-                with at_loc(node.loc):
-                    pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                                   contributions, reverse)
-                continue
-            if node.op.name == "function_output":
-                siblings = function_calls[node.attrs["call"], node.inputs[1:]]
-                done.update(siblings)
-                gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
-                adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
-                                if isinstance(g, Tracer))
-                pull_back_function(trace, siblings, gs, needed, contributions)
-                continue
-            g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
-            if isinstance(g, Tracer):
-                adjoints[node] = g.ref
-            if g is not None:  # (each contribution is recorded at node's line: _contribution)
-                _pull_back(trace, node, g, needed, contributions, read)
+        saved = _state.loc, _state.origin  # _pull_back sets where each node's rules record
+        try:
+            _pull_back_all(graph, trace, needed, done, contributions, adjoints,
+                           loop_adjoints, function_calls, read)
+        finally:
+            swap_loc(*saved)
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
@@ -125,6 +104,42 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
     return joint
+
+
+def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
+                   function_calls, read) -> None:
+    """Every needed node's adjoint, last node first: combined from its contributions, then
+    pulled back to its inputs by its rules (loops and gradgen.Functions by theirs)."""
+    for node in reversed(graph.nodes):
+        if node not in needed:
+            continue
+        name = node.op.name
+        if name == "input" or node in done:
+            continue
+        if name == "loop_out" and node.inputs[0].node.op.name == "loop":
+            g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
+            if isinstance(g, Tracer):
+                adjoints[node] = g.ref
+            loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
+            continue
+        if name == "loop":
+            with at_loc(node.loc):
+                pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
+                               contributions, reverse)
+            continue
+        if name == "function_output":
+            siblings = function_calls[node.attrs["call"], node.inputs[1:]]
+            done.update(siblings)
+            gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
+            adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
+                            if isinstance(g, Tracer))
+            pull_back_function(trace, siblings, gs, needed, contributions)
+            continue
+        g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
+        if g is not None:  # (each contribution is recorded at node's line: _pull_back)
+            if type(g) is Tracer:
+                adjoints[node] = g.ref
+            _pull_back(trace, node, g, needed, contributions, read)
 
 
 def zeros_ref(joint: Graph, node: Node) -> Ref:
@@ -177,7 +192,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
     attrs = node.attrs
     state = _state
-    saved = swap_loc(node.loc)  # each contribution is recorded at node's line
+    state.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
     try:
         for i in order or range(len(node.inputs)):
             r = node.inputs[i]
@@ -199,8 +214,6 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
-    finally:
-        swap_loc(*saved)
 
 
 _CONST = OPS["const"]
@@ -267,8 +280,11 @@ def _combine(entries, node: Node):
     if not entries:
         return None
     if len(entries) > 1:
-        entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
-                   for e in entries]
+        for e in entries:
+            if type(e[1]) is _Deferred:
+                entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
+                           for e in entries]
+                break
         entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
     elif type(entries[0][1]) is _Deferred:
         entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
@@ -289,9 +305,13 @@ def _combine(entries, node: Node):
         return _named(first, f"grad_{node.name}", loc, origin)
     saved = swap_loc(loc, origin)
     try:
-        uses = tuple([e[2].loc.short for e in entries if e[2].loc is not None])
+        terms, uses = [], []
+        for e in entries:
+            terms.append(e[1])
+            if e[2].loc is not None:
+                uses.append(e[2].loc.short)
         partial = f"grad_{node.name}_partial" if node.name else None
-        g = _fused_sum([e[1] for e in entries], uses, partial)
+        g = _fused_sum(terms, tuple(uses), partial)
         if isinstance(g, Tracer):
             _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
             if node.name:

@@ -263,6 +263,56 @@ def bind(op, args, attrs) -> object:
         if trace is None:
             return op.impl(*args, **attrs)
         return _bind_numbers(trace, op, args, attrs)
+    return _bind_general(op, args, attrs)
+
+
+def _bind_numbers(trace, op, args, attrs):
+    """``bind`` when every argument is a Python number, traced in ``trace`` or constant: no
+    lifting, nothing pending, nothing to broadcast; computed at once (free for a number, and
+    a derivative that does not exist there is reported where it is made)."""
+    values, refs = [], []
+    constant = True
+    for a in args:
+        if type(a) is Tracer:
+            ref = a.ref
+            values.append(a._value)
+            if constant and ref.node not in trace.constant:
+                constant = False
+        else:
+            values.append(a)
+            ref = trace.const(a)
+        refs.append(ref)
+    if (trace.shared is not None and op.name in _SIGNED
+            and refs[-1].node.op.name in _MAY_BE_NEGATED):
+        cancelled = _signs_cancelled(trace, op, refs)
+        if cancelled is not None:
+            return cancelled
+    out = op.impl(*values, **attrs)
+    aval = _PY_AVALS.get(type(out))
+    if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
+        return _record(trace, op, tuple(refs), attrs, out, constant, args)
+    refs = tuple(refs)
+    shared = trace.shared
+    key = None
+    if shared is not None:
+        same, key = shared.find(op, refs, attrs, aval)
+        if same is not None:
+            return Tracer(trace, same, out)
+    state = _state
+    node = Node(op, refs, attrs, (aval,), state.loc or _user_loc(), None, trace.role, None,
+                state.origin)
+    trace.nodes.append(node)
+    if key is not None:
+        shared.known[key] = node
+    if constant:
+        trace.constant.add(node)
+    trace.values[node] = out
+    return Tracer(trace, _new_ref(Ref, (node, 0)), out)
+
+
+def _bind_general(op, args, attrs):
+    """``bind`` for anything: tracers of nested traces (lifted), arrays (on shapes alone in
+    a lazy trace), pending values, NumPy scalars."""
     trace = None
     for a in args:
         if isinstance(a, Tracer) and (trace is None or a._trace.level > trace.level):
@@ -286,7 +336,8 @@ def bind(op, args, attrs) -> object:
         refs.append(ref)
         if scalars and ref.node.avals[ref.index].shape:
             scalars = False
-    if trace.shared is not None and op.name in _SIGNED:
+    if (trace.shared is not None and op.name in _SIGNED
+            and refs[-1].node.op.name in _MAY_BE_NEGATED):
         cancelled = _signs_cancelled(trace, op, refs)
         if cancelled is not None:
             return cancelled
@@ -334,49 +385,6 @@ def _record(trace, op, refs, attrs, out, constant, args):
     return result
 
 
-def _bind_numbers(trace, op, args, attrs):
-    """``bind`` when every argument is a Python number, traced in ``trace`` or constant: no
-    lifting, nothing pending, nothing to broadcast; computed at once (free for a number, and
-    a derivative that does not exist there is reported where it is made)."""
-    values, refs = [], []
-    constant = True
-    for a in args:
-        if type(a) is Tracer:
-            ref = a.ref
-            values.append(a._value)
-            if constant and ref.node not in trace.constant:
-                constant = False
-        else:
-            values.append(a)
-            ref = trace.const(a)
-        refs.append(ref)
-    if trace.shared is not None and op.name in _SIGNED:
-        cancelled = _signs_cancelled(trace, op, refs)
-        if cancelled is not None:
-            return cancelled
-    out = op.impl(*values, **attrs)
-    aval = _PY_AVALS.get(type(out))
-    if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
-        return _record(trace, op, tuple(refs), attrs, out, constant, args)
-    refs = tuple(refs)
-    shared = trace.shared
-    key = None
-    if shared is not None:
-        same, key = shared.find(op, refs, attrs, aval)
-        if same is not None:
-            return Tracer(trace, same, out)
-    state = _state
-    node = Node(op, refs, attrs, (aval,), state.loc or _user_loc(), None, trace.role, None,
-                state.origin)
-    trace.nodes.append(node)
-    if key is not None:
-        shared.known[key] = node
-    if constant:
-        trace.constant.add(node)
-    trace.values[node] = out
-    return Tracer(trace, _new_ref(Ref, (node, 0)), out)
-
-
 _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
 _MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
 
@@ -385,9 +393,7 @@ def _signs_cancelled(trace, op, refs):
     """Reverse mode: ``op(*refs)`` with a pair of signs cancelled, or None when it has none:
     -(-g * s) is g * s, u - (-g * s) is u + g * s, (-a * b) * (-c) is a * b * c. Exact (see
     peephole.negated_path), and the rules stay as the maths reads (d cos = -g * sin)."""
-    name = op.name
-    if refs[-1].node.op.name not in _MAY_BE_NEGATED:  # (mul and div need both negated)
-        return None
+    name = op.name  # (the caller saw that the last operand may carry a sign)
     if name == "neg":
         path = negated_path(refs[0])
         if path is None or (len(path) == 1 and refs[0].aval.py is None):
