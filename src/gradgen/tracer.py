@@ -472,16 +472,19 @@ def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
 class Tracer:
     """A value seen by the user's code while tracing: the concrete value plus its node."""
 
-    __slots__ = ("__weakref__", "_trace", "_value", "base", "history", "ref", "views")
+    # What only arrays written in place have lives in the instance __dict__, made on the first
+    # write (most tracers never get one): the class holds the defaults. A tracer is made per
+    # recorded op, so its constructor sets three fields, not six.
+    __slots__ = ("__dict__", "__weakref__", "_trace", "_value", "ref")
     __array_priority__ = 1000
+    base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
+    views: list[weakref.ref] | None = None  # live views of this array
+    history: list[Node] | None = None  # older versions, overwritten in place
 
     def __init__(self, trace: Trace, ref: Ref, value):
         self._trace = trace
         self.ref = ref
         self._value = value  # or Pending: computed when first asked for
-        self.base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
-        self.views: list[weakref.ref] | None = None  # live views of this array
-        self.history: list[Node] | None = None  # older versions, overwritten in place
 
     @property
     def value(self):
