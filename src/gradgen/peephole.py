@@ -139,6 +139,9 @@ def negated_path(ref: Ref) -> list[Node] | None:
 # --- the backward as it is built --------------------------------------------------------------
 
 
+# Never looked up: UNIQUE, and constants (the trace hands out one node per number itself,
+# Trace.const; an array constant is left to cse)
+_NOT_SHARED = UNIQUE | {"const"}
 # The ops identical_input may find an identity of (for a Python number)
 _IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", *_SAME_VALUE}
 _CONST_OR_NEG = {"const", "neg"}
@@ -160,7 +163,7 @@ class Shared:
         setdefault = self.known.setdefault
         for node in nodes:  # (node_key, written out for the common case: this runs per node)
             name = node.op.name
-            if name not in UNIQUE and node.op.n_out == 1:
+            if name not in _NOT_SHARED and node.op.n_out == 1:
                 attrs = node.attrs
                 setdefault((name, node.inputs) if not attrs else node_key(name, node.inputs,
                                                                           attrs), node)
@@ -192,6 +195,6 @@ _KINDS: dict = {}
 
 
 def _kind(op) -> str:
-    if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
+    if op.name in _NOT_SHARED or op.n_out != 1 or op.extra.get("view"):
         return _NEVER
     return _IDENTITY if op.name in _IDENTITIES else _EQUAL
