@@ -251,25 +251,19 @@ class Trace:
 
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
+    # Python numbers only, traced in one trace? (scalar code, and every backward of it)
     trace = None
-    for a in args:  # Python numbers only, traced in one trace? (scalar code, and its backward)
+    for a in args:
         if type(a) is Tracer:
             if type(a._value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
-                break
+                return _bind_general(op, args, attrs)
             trace = a._trace
         elif type(a) not in _PY_AVALS:
-            break
-    else:
-        if trace is None:
-            return op.impl(*args, **attrs)
-        return _bind_numbers(trace, op, args, attrs)
-    return _bind_general(op, args, attrs)
-
-
-def _bind_numbers(trace, op, args, attrs):
-    """``bind`` when every argument is a Python number, traced in ``trace`` or constant: no
-    lifting, nothing pending, nothing to broadcast; computed at once (free for a number, and
-    a derivative that does not exist there is reported where it is made)."""
+            return _bind_general(op, args, attrs)
+    if trace is None:
+        return op.impl(*args, **attrs)
+    # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
+    # number, and a derivative that does not exist there is reported where it is made)
     values, refs = [], []
     constant = True
     for a in args:
