@@ -289,10 +289,12 @@ def _combine(entries, node: Node):
     elif type(entries[0][1]) is _Deferred:
         entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
     key, first, user, index = entries[0]
-    if len(entries) == 1 and not (node.name and key >= 0 and isinstance(first, Tracer)):
-        if key >= 0 and isinstance(first, Tracer):
-            _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
-        return first  # nothing to add up or to name: no node to place
+    if len(entries) == 1:
+        if key < 0 or type(first) is not Tracer:
+            return first  # the seed, or a constant: nothing to add up, to name or to place
+        _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
+        if not node.name:
+            return first
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
     loc = user.loc
@@ -301,7 +303,6 @@ def _combine(entries, node: Node):
     if key < 0:
         origin = None
     if len(entries) == 1:  # a named contribution: grad_<name> (node.name, checked above)
-        _note_adjoint(first.ref.node, node)
         return _named(first, f"grad_{node.name}", loc, origin)
     saved = swap_loc(loc, origin)
     try:
