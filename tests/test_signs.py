@@ -199,3 +199,11 @@ def test_signed_zeros_and_infinities_keep_their_bits():
 def test_gradients_agree_with_sympy():
     for fn, args in SCALAR_CASES:
         gradgen.check(fn, *args, argnums=tuple(range(len(args))))
+
+
+def test_an_integer_negation_is_left_alone():
+    """-(-a) * s with an integer ``a`` is not cancelled: -a of the most negative int is a."""
+    with _backward_trace() as trace:
+        a, s = trace.new_input(np.int64(3), "a"), trace.new_input(1.5, "s")
+        d = -(-a * s)
+    assert d.ref.node.op.name == "neg" and d.value == 4.5

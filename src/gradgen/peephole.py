@@ -128,8 +128,8 @@ def negated_path(ref: Ref) -> list[Node] | None:
     while node.role == "bwd" and len(path) < _MAX_SIGN_DEPTH:
         path.append(node)
         name = node.op.name
-        if name == "neg":
-            return path
+        if name == "neg":  # of a float (-x of the most negative int is that int again)
+            return path if node.avals[0].dtype.kind == "f" else None
         if name not in _SIGN_CARRIERS or node.attrs:
             return None
         node = node.inputs[0].node
