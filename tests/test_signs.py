@@ -48,12 +48,17 @@ def arrays32(x):
     return np.sum(np.cos(np.cos(x)) / np.cos(x))
 
 
+def cos_of_quotient(a, b):
+    return math.cos(a / b)
+
+
 SCALAR_CASES = [
     (cos_of_cos, (0.7,)),
     (over_cos, (0.7, 1.3)),
     (minus_a_negation, (0.4, -1.1)),
     (negated_twice, (0.9,)),
     (cos_chain, (0.3,)),
+    (cos_of_quotient, (0.8, 1.7)),
 ]
 ARRAY_CASES = [
     (arrays, (np.linspace(-1.0, 1.2, 5), np.linspace(0.5, 2.0, 5))),
@@ -207,3 +212,11 @@ def test_an_integer_negation_is_left_alone():
         a, s = trace.new_input(np.int64(3), "a"), trace.new_input(1.5, "s")
         d = -(-a * s)
     assert d.ref.node.op.name == "neg" and d.value == 4.5
+
+
+def test_an_adjoint_two_rules_read_is_not_computed_twice():
+    """d cos(a / b): the adjoint of a / b is read by both of div's rules; cancelling the sign
+    for one of them would rebuild it beside the one the other reads."""
+    source, _ = _grad_function(cos_of_quotient, (0.8, 1.7), signs=True)
+    backward = _backward(source[source.index("def cos_of_quotient_value_and_grad"):])
+    assert backward.count("math.sin(") == 1

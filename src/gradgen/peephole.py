@@ -116,16 +116,20 @@ _SIGN_CARRIERS = {"mul", "div"}
 _MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
 
 
-def negated_path(ref: Ref) -> list[Node] | None:
+def negated_path(ref: Ref, sole: Node | None = None) -> list[Node] | None:
     """The backward products and quotients down the left operands of ``ref`` to a negation
-    (``-g * s / c`` is [div, mul, neg]), or None: ``ref`` is exactly minus what the path,
-    rebuilt without that negation, computes. Only nodes reverse mode made (role "bwd"), so a
-    forward value is never computed twice; only floats."""
+    of a float (``-g * s / c`` is [div, mul, neg]), or None: ``ref`` is exactly minus what
+    the path, rebuilt without that negation, computes. Only nodes reverse mode made (role
+    "bwd"), so a forward value is never computed twice, and only a rule's own intermediates:
+    an adjoint (a node with grad_of) is read by each of its node's rules, and rebuilt for one
+    of them it would be computed twice; but ``sole``, the adjoint only one rule reads, may
+    head the path (-(-g * s) * t for a cos of a cos)."""
     node = ref.node
-    if node.role != "bwd" or node.avals[ref.index].dtype.kind != "f":
+    if node.role != "bwd" or node.avals[ref.index].dtype.kind != "f" or (
+            node.grad_of is not None and node is not sole):
         return None
     path = []
-    while node.role == "bwd" and len(path) < _MAX_SIGN_DEPTH:
+    while len(path) < _MAX_SIGN_DEPTH:
         path.append(node)
         name = node.op.name
         if name == "neg":  # of a float (-x of the most negative int is that int again)
@@ -133,6 +137,8 @@ def negated_path(ref: Ref) -> list[Node] | None:
         if name not in _SIGN_CARRIERS or node.attrs:
             return None
         node = node.inputs[0].node
+        if node.role != "bwd" or node.grad_of is not None or node.name is not None:
+            return None
     return None
 
 

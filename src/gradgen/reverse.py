@@ -193,6 +193,11 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     attrs = node.attrs
     state = _state
     state.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
+    readers = 0
+    for r in node.inputs:
+        if r.node in needed:
+            readers += 1
+    trace.sole_adjoint = g.ref.node if readers == 1 and type(g) is Tracer else None
     try:
         for i in order or range(len(node.inputs)):
             r = node.inputs[i]
@@ -214,6 +219,8 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
+    finally:
+        trace.sole_adjoint = None
 
 
 _CONST = OPS["const"]

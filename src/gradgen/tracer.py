@@ -139,8 +139,10 @@ class Trace:
         # computed from them alone): their values may be used as plain numbers.
         self.constant: set[Node] = set()
         # Reverse mode: the graph's nodes by what they compute (peephole.Shared), so the
-        # backward never makes a node the graph already has
+        # backward never makes a node the graph already has; and the adjoint that only one
+        # rule reads, while that rule runs (peephole.negated_path may rebuild it)
         self.shared = None
+        self.sole_adjoint = None
 
     def __enter__(self) -> Self:
         _stack().append(self)
@@ -389,17 +391,17 @@ def _signs_cancelled(trace, op, refs):
     peephole.negated_path), and the rules stay as the maths reads (d cos = -g * sin)."""
     name = op.name  # (the caller saw that the last operand may carry a sign)
     if name == "neg":
-        path = negated_path(refs[0])
+        path = negated_path(refs[0], trace.sole_adjoint)
         if path is None or (len(path) == 1 and refs[0].aval.py is None):
             return None  # an array's -(-x) is x itself: fold's, once aliasing is known
         return _without_sign(trace, path)
     if name == "sub":
-        path = negated_path(refs[1])
+        path = negated_path(refs[1], trace.sole_adjoint)
         if path is None:
             return None
         return bind(OPS["add"], (trace.tracer(refs[0]), _without_sign(trace, path)), {})
-    first = negated_path(refs[0])  # mul, div: both operands negated
-    second = negated_path(refs[1]) if first is not None else None
+    first = negated_path(refs[0], trace.sole_adjoint)  # mul, div: both operands negated
+    second = negated_path(refs[1], trace.sole_adjoint) if first is not None else None
     if second is None:
         return None
     return bind(op, (_without_sign(trace, first), _without_sign(trace, second)), {})
