@@ -303,7 +303,9 @@ def bind(op, args, attrs) -> object:
     if constant:
         trace.constant.add(node)
     trace.values[node] = out
-    return Tracer(trace, _new_ref(Ref, (node, 0)), out)
+    result = _new_tracer(Tracer)  # Tracer(trace, node.out, out) without the call
+    result._trace, result.ref, result._value = trace, _new_ref(Ref, (node, 0)), out
+    return result
 
 
 def _bind_general(op, args, attrs):
@@ -454,6 +456,7 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
 
 
 _new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
+_new_tracer = object.__new__  # a Tracer whose three fields bind sets itself (Tracer.__init__)
 
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
@@ -477,7 +480,7 @@ class Tracer:
     views: list[weakref.ref] | None = None  # live views of this array
     history: list[Node] | None = None  # older versions, overwritten in place
 
-    def __init__(self, trace: Trace, ref: Ref, value):
+    def __init__(self, trace: Trace, ref: Ref, value):  # (bind sets the same three itself)
         self._trace = trace
         self.ref = ref
         self._value = value  # or Pending: computed when first asked for
