@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 
 import numpy as np
 
@@ -17,12 +18,25 @@ from .dead_writes import drop_dead_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
 
-PASSES = (dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes, stack_outer_products,
-          batch_matvecs)
+# The passes in the order they run, each with the ops it rewrites: a pass is skipped while
+# the graph has none of them (None: any graph). The census of ops is one scan in C, where
+# each pass's own test for "nothing to do" would be a walk in Python.
+PASS_TABLE = (
+    (dce, None),
+    (cse, None),
+    (fold, None),
+    (flatten_sums, {"add_n"}),
+    (slice_updates, {"scatter"}),
+    (drop_dead_writes, {"index_update"}),
+    (stack_outer_products, {"outer"}),
+    (batch_matvecs, {"matmul"}),
+)
+PASSES = tuple(run for run, _ in PASS_TABLE)
 # Passes whose one sweep leaves nothing for a second sweep of the same pass to do (dce keeps
 # everything a live node reads; cse resolves readers before it keys them, so the readers of
 # merged duplicates merge in the same sweep): tests/test_optimize.py checks both.
 IDEMPOTENT = (dce, cse)
+_OP_NAME = operator.attrgetter("op.name")
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
@@ -31,7 +45,16 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     # the graph counts itself as done: running it again (cse is the dearest pass) would
     # only confirm that.
     unchanged = 0
-    for run in itertools.islice(itertools.cycle(PASSES), max_rounds * len(PASSES)):
+    ops, census_of = set(), None  # the op names in the graph last counted
+    for run, needs in itertools.islice(itertools.cycle(PASS_TABLE), max_rounds * len(PASSES)):
+        if needs is not None:
+            if census_of is not graph:
+                ops, census_of = set(map(_OP_NAME, graph.nodes)), graph
+            if ops.isdisjoint(needs):
+                unchanged += 1
+                if unchanged == len(PASSES):
+                    return graph
+                continue
         graph, changed = run(graph)
         if verify:
             graph.verify()
