@@ -417,3 +417,51 @@ def test_a_saved_row_survives_writes_into_the_buffer_after_the_loop():
     forward = source.split("(backward)")[0]
     assert "h[t] = " in forward and "h.copy()" not in forward  # written in place
     assert "row = h_part.copy()" in forward  # the row the backward reads, kept as it was
+
+
+# --- a loop over a Python list of arrays ------------------------------------------------------
+
+
+def over_a_list(W, xs):
+    h = np.zeros(W.shape[0])
+    out = []
+    for x in xs:
+        h = np.tanh(W @ h + x)
+        out.append(h)
+    return np.sum(np.stack(out) ** 2)
+
+
+def test_a_loop_over_a_list_of_arrays_is_searched_in_linear_time(monkeypatch):
+    """``for x in xs`` over a list: each trip reads its own argument, so the trips are not
+    uniform (they stay unrolled, correct). How much of the trace the search cuts into trips
+    grows with the trips, not with their square (it once re-read the whole run for each
+    place it tried a loop)."""
+    from gradgen.loops import detect
+
+    rng = np.random.default_rng(12)
+    W = 0.4 * rng.normal(size=(3, 3))
+    cut = [0]
+
+    class CountingTrips(detect._Trips):
+        __slots__ = ()
+
+        def __getitem__(self, k):
+            before = len(self._cut)
+            trip = super().__getitem__(k)
+            cut[0] += len(self._cut) - before
+            return trip
+
+    monkeypatch.setattr(detect, "_Trips", CountingTrips)
+    counts = []
+    for trips in (64, 256):
+        xs = list(rng.normal(size=(trips, 3)))
+        cut[0] = 0
+        got = gradgen.grad(over_a_list, argnums=(0, 1))(W, xs)
+        counts.append(cut[0])
+        if trips == 64:
+            np.testing.assert_allclose(got[0], numeric_grad(over_a_list, [W, xs], 0),
+                                       rtol=1e-5, atol=1e-8)
+            stacked = gradgen.grad(over_a_list, argnums=(0, 1))(W, np.array(xs))
+            np.testing.assert_allclose(got[0], stacked[0], rtol=1e-12)
+            np.testing.assert_allclose(np.array(got[1]), stacked[1], rtol=1e-12)
+    assert 0 < counts[1] < 2 * 4 * counts[0]  # four times the trips (16 times if quadratic)

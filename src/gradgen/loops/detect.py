@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,9 +126,45 @@ class _Plan:
     varying: list[tuple[int, int]]
 
 
+class _Trips:
+    """The trips of a candidate run, ``seq[start + k * period:start + (k + 1) * period]``
+    for k < trips, each cut out when first asked for: a candidate that fails after a few
+    trips costs those trips, not the whole run (the search stays linear)."""
+
+    __slots__ = ("_cut", "_period", "_seq", "_start", "trips")
+
+    def __init__(self, seq: list[Node], start: int, period: int, trips: int):
+        self._seq, self._start, self._period, self.trips = seq, start, period, trips
+        self._cut: dict[int, list[Node]] = {}
+
+    def __len__(self) -> int:
+        return self.trips
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self.trips))]
+        if k < 0:
+            k += self.trips
+        if not 0 <= k < self.trips:
+            raise IndexError(k)
+        trip = self._cut.get(k)
+        if trip is None:
+            begin = self._start + k * self._period
+            trip = self._cut[k] = self._seq[begin:begin + self._period]
+        return trip
+
+    def __iter__(self):
+        return (self[k] for k in range(self.trips))
+
+
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     seq = [n for n in nodes if n.op.name not in _FREE]
     if len(seq) < 2 * MIN_TRIPS:
+        return nodes, outputs, False
+    # A loop of MIN_TRIPS trips repeats some op of some line MIN_TRIPS times: straight-line
+    # code (no such op) is given back after one count, before any key is built.
+    lines = Counter([(n.op.name, n.loc.line if n.loc is not None else 0) for n in seq])
+    if max(lines.values()) < MIN_TRIPS:
         return nodes, outputs, False
     ids: dict = {}
     keys = [ids.setdefault(_key(n), len(ids)) for n in seq]
@@ -143,9 +180,10 @@ def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     for ref in outputs:
         users.setdefault(ref.node, []).append(None)
     plans = []
+    runs: dict[int, tuple[int, int]] = {}
     i = 0
     while i < len(seq):
-        plan, skip = _find_at(seq, keys, following, i, users)
+        plan, skip = _find_at(seq, keys, following, i, users, runs)
         if plan is None:
             i += skip
             continue
@@ -157,7 +195,22 @@ def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     return new_nodes, new_outputs, True
 
 
-def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
+def _repeats(keys, i: int, period: int, runs: dict[int, tuple[int, int]]) -> int:
+    """How many times ``keys[i:i + period]`` repeats from i on. ``runs`` remembers, per
+    period, the last stretch where every key equals the one a period later: a search that
+    moves on inside that stretch does not compare it again."""
+    known = runs.get(period)
+    if known is not None and known[0] <= i < known[1]:
+        stop = known[1]
+    else:
+        stop, end = i, len(keys) - period
+        while stop < end and keys[stop] == keys[stop + period]:
+            stop += 1
+        runs[period] = (i, stop)
+    return 1 + (stop - i) // period
+
+
+def _find_at(seq, keys, following, i, users, runs) -> tuple[_Plan | None, int]:
     """The loop starting at ``seq[i]``, if any; else how far to move on."""
     j = following[i]
     skip = 1
@@ -167,20 +220,14 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         period = j - i
         if i + MIN_TRIPS * period > len(keys):
             break
-        base = keys[i:j]
-        reps = 1
-        while keys[i + reps * period:i + (reps + 1) * period] == base:
-            reps += 1
+        reps = _repeats(keys, i, period, runs)
         if reps >= MIN_TRIPS and not _unrolls(seq[i:j], reps):
             # Where a trip starts: here, a trip later (the first may differ), or a few ops
             # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
             # The first source line of the body is where a trip most likely starts.
             offsets = sorted(range(min(period, 8)), key=lambda r: (_line(seq[i + r]), r))
             for start in (s for r in offsets for s in (i + r, i + r + period)):
-                trips = reps - (start > i)
-                iters = [seq[start + k * period:start + (k + 1) * period]
-                         for k in range(trips)]
-                plan = _plan(iters, users)
+                plan = _plan(_Trips(seq, start, period, reps - (start > i)), users)
                 if isinstance(plan, _Plan):
                     return plan, 0
                 if isinstance(plan, int):  # the uniform trips ended too soon: look after them
@@ -196,10 +243,14 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     if any(n.op.n_out > 1 or n.op.extra.get("statement") and not _row_op(n)
            for n in iters[0]):
         return None  # np.add.at, out=, ...: their versions stay unrolled
-    where: dict[Node, tuple[int, int]] = {}
-    for k, trip in enumerate(iters):
-        for j, node in enumerate(trip):
+    where: dict[Node, tuple[int, int]] = {}  # trip and place of each node, trips 0..k
+
+    def locate(k: int) -> None:  # trips are placed as the checks reach them
+        for j, node in enumerate(iters[k]):
             where[node] = (k, j)
+
+    locate(0)
+    locate(1)
 
     def classify(k: int, ref: Ref) -> tuple:
         node = ref.node
@@ -251,6 +302,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             elif d < 0 and x >= 0:
                 valid = min(valid, x // -d + 1)
     for k in range(2, valid):
+        locate(k)
         same = True
         for j, node in enumerate(iters[k]):
             expected = classes[j]

@@ -74,7 +74,9 @@ def own_outputs(graph: Graph, positions) -> Graph:
     outputs, nodes = list(graph.outputs), list(graph.nodes)
     values = graph.meta.get("values") or {}
     stand_ins: dict[Ref, np.ndarray] = {}
-    handed_out: list[np.ndarray] = []
+    # per stand-in, the views of it handed out so far (views of different stand-ins never
+    # overlap: each output is compared with its own base's only, not with every other)
+    handed_out: dict[Ref, list[np.ndarray]] = {}
     for i in positions:
         ref = outputs[i]
         if ref.aval.py is not None or isinstance(shaped_value(values, ref), np.generic):
@@ -92,9 +94,9 @@ def own_outputs(graph: Graph, positions) -> Graph:
             if not isinstance(array, np.ndarray):  # x[i, j] of an array: a NumPy scalar
                 continue
             own = array.flags.writeable and not any(
-                np.may_share_memory(array, other) for other in handed_out)
+                np.may_share_memory(array, other) for other in handed_out.get(base, ()))
             if own:
-                handed_out.append(array)
+                handed_out.setdefault(base, []).append(array)
         if not own:
             copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
             if ref.node in values:
