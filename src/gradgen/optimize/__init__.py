@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import operator
 
 import numpy as np
 
@@ -17,10 +16,11 @@ from .dce import dce
 from .dead_writes import drop_dead_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
+from .scan import scan
 
 # The passes in the order they run, each with the ops it rewrites: a pass is skipped while
-# the graph has none of them (None: any graph). The census of ops is one scan in C, where
-# each pass's own test for "nothing to do" would be a walk in Python.
+# the graph has none of them (None: any graph). The ops are counted by the one walk that
+# cse and fold read too (scan.py), where each pass's own test would be one more walk.
 PASS_TABLE = (
     (dce, None),
     (cse, None),
@@ -36,7 +36,6 @@ PASSES = tuple(run for run, _ in PASS_TABLE)
 # everything a live node reads; cse resolves readers before it keys them, so the readers of
 # merged duplicates merge in the same sweep): tests/test_optimize.py checks both.
 IDEMPOTENT = (dce, cse)
-_OP_NAME = operator.attrgetter("op.name")
 
 
 def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
@@ -49,7 +48,7 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     for run, needs in itertools.islice(itertools.cycle(PASS_TABLE), max_rounds * len(PASSES)):
         if needs is not None:
             if census_of is not graph:
-                ops, census_of = set(map(_OP_NAME, graph.nodes)), graph
+                ops, census_of = scan(graph).ops, graph
             if ops.isdisjoint(needs):
                 unchanged += 1
                 if unchanged == len(PASSES):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from ..ir import Graph, Node
 from ..peephole import UNIQUE, node_key
 from .rewrite import Rewriter
+from .scan import scan
 
 
 def cse(graph: Graph) -> tuple[Graph, bool]:
-    if not _has_duplicates(graph.nodes):
+    if not scan(graph).duplicates:
         return graph, False  # (a merge is what makes further duplicates: none to start one)
     rw = Rewriter(graph)
     keep = rw.keep
@@ -33,14 +34,3 @@ def cse(graph: Graph) -> tuple[Graph, bool]:
             rw.subst[node.out._replace(index=i)] = first.out._replace(index=i)
         rw.changed = True
     return rw.result(), rw.changed
-
-
-def _has_duplicates(nodes: list[Node]) -> bool:
-    """Do two nodes have one key? (One comprehension and one set: most graphs have none.)"""
-    plain = [(node.op.name, node.inputs) for node in nodes
-             if not node.attrs and node.op.name not in UNIQUE]
-    if len(set(plain)) != len(plain):
-        return True
-    keys = [node_key(node.op.name, node.inputs, node.attrs) for node in nodes
-            if node.attrs and node.op.name not in UNIQUE]
-    return len(set(keys)) != len(keys)

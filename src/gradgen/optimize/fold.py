@@ -9,12 +9,10 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
-from ..peephole import identical_input, is_number
+from ..peephole import identical_input
 from .rewrite import Rewriter
 from .scalars import broadcast_outward, seed_outward
-
-# Not folded: they have side effects, carry names, or must stay visible (the seed).
-_KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
+from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
 
 
 def _identity(node: Node) -> Ref | None:
@@ -68,20 +66,8 @@ def _collapsed_view(node: Node) -> Node | None:
 
 
 _VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
-_PRODUCTS = ("mul", "div")  # what seed_outward sheds the seed from
 _INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
 _ONLY_CONST = {"const"}
-# A scalar node is looked at only when its op is one of these, or when it reads one of the
-# _SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a product of a
-# product (seed_outward) or a sum of a value with itself.
-_BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
-_SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
-
-
-def _is_seed_product(node: Node) -> bool:
-    """Is ``node`` ``seed * k`` (what seed_outward takes apart)?"""
-    a, b = node.inputs
-    return a.node.op.name == "seed" or b.node.op.name == "seed"
 
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
@@ -94,7 +80,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             node = node.inputs[0].node
             outputs.add(node)
     nodes = graph.nodes
-    looked = _looked_at(nodes)
+    looked = scan(graph).foldable
     done = 0
     if looked is not None:
         # Up to the first rewrite nothing is rebuilt: only the nodes a rewrite may apply to
@@ -117,66 +103,18 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
     return rw.result(), rw.changed
 
 
-def _looked_at(nodes: list[Node]) -> set[Node] | None:
-    """The nodes of scalar code that one of fold's rewrites may apply to (a superset;
-    _fold_node decides), in one plain loop; None for code with arrays, where every node is
-    looked at."""
-    looked = set()
-    for node in nodes:
-        avals = node.avals
-        if avals and avals[0].shape:
-            return None
-        name = node.op.name
-        if name in _BY_NAME:
-            looked.add(node)
-            continue
-        for ref in node.inputs:
-            if ref.node.op.name in _SPECIAL_INPUTS:
-                if _may_fold_scalar(node):
-                    looked.add(node)
-                break
-        else:
-            ins = node.inputs
-            if name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
-                looked.add(node)
-    return looked
-
-
-def _may_fold_scalar(node: Node) -> bool:
-    """May a rewrite apply to ``node``, a scalar op that reads a constant, the seed, a
-    negation or a broadcast? Each rewrite's precondition on scalars: an identity (``x * 1``,
-    ``x + 0``, ``-(-x)``), constants only (folded), ``seed * c`` times a constant, or a
-    broadcast."""
-    name = node.op.name
-    if name in _KEEP or node.op.n_out != 1:
-        return False
-    kinds = [ref.node.op.name for ref in node.inputs]
-    if "const" not in kinds:
-        return "broadcast_to" in kinds or name == "neg" and kinds[0] == "neg"
-    for ref in node.inputs:
-        if is_number(ref, 0) or is_number(ref, 1):
-            return True  # x * 1, x + 0 (or a constant, folded)
-    if kinds.count("const") == len(kinds) or "broadcast_to" in kinds:
-        return True
-    if name in _PRODUCTS:
-        for kind, ref in zip(kinds, node.inputs, strict=True):
-            if kind == "mul" and _is_seed_product(ref.node):
-                return True
-    return False
-
-
 def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
     """Keep ``new`` (``node`` with its inputs resolved), or replace ``node`` by what a
     rewrite makes of it."""
     name = node.op.name
-    if name in _KEEP or node.op.n_out != 1:
+    if name in KEEP or node.op.n_out != 1:
         rw.keep(new)
         return
-    if not new.avals[0].shape and name not in _BY_NAME:  # most nodes of scalar code
+    if not new.avals[0].shape and name not in BY_NAME:  # most nodes of scalar code
         for ref in new.inputs:
             kind = ref.node.op.name
-            if kind in _SPECIAL_INPUTS or (kind == "mul" and name in _PRODUCTS
-                                           and _is_seed_product(ref.node)):
+            if kind in SPECIAL_INPUTS or (kind == "mul" and name in PRODUCTS
+                                           and is_seed_product(ref.node)):
                 break
         else:
             ins = new.inputs
@@ -204,7 +142,7 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
         rw.add([collapsed])
         rw.replace(node, collapsed.out)
         return
-    shed = seed_outward(new) if node.op.name in _PRODUCTS else None
+    shed = seed_outward(new) if node.op.name in PRODUCTS else None
     if shed is not None:
         rw.add(shed)
         rw.replace(node, shed[-1].out)
