@@ -57,6 +57,8 @@ def _output_value(values, ref: Ref):
 def roll_loops(graph: Graph, values: dict) -> Graph:
     """``graph`` with every run of at least MIN_TRIPS uniform iterations replaced by a loop
     node; repeated so that a loop whose iterations are loops rolls too."""
+    if not _may_repeat(graph.nodes):
+        return graph  # (nor would it after gather: the trips' own ops do not repeat)
     if any(n.op.extra.get("statement") for n in graph.nodes):
         # ``prev = h[t]`` is read again after every later write into h (a view follows its
         # array); the reads nobody uses would make the first trip look unlike the others
@@ -159,12 +161,7 @@ class _Trips:
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     seq = [n for n in nodes if n.op.name not in _FREE]
-    if len(seq) < 2 * MIN_TRIPS:
-        return nodes, outputs, False
-    # A loop of MIN_TRIPS trips repeats some op of some line MIN_TRIPS times: straight-line
-    # code (no such op) is given back after one count, before any key is built.
-    lines = Counter([(n.op.name, n.loc.line if n.loc is not None else 0) for n in seq])
-    if max(lines.values()) < MIN_TRIPS:
+    if len(seq) < 2 * MIN_TRIPS or not _may_repeat(seq):
         return nodes, outputs, False
     ids: dict = {}
     keys = [ids.setdefault(_key(n), len(ids)) for n in seq]
@@ -208,6 +205,15 @@ def _repeats(keys, i: int, period: int, runs: dict[int, tuple[int, int]]) -> int
             stop += 1
         runs[period] = (i, stop)
     return 1 + (stop - i) // period
+
+
+def _may_repeat(nodes: list[Node]) -> bool:
+    """Does some op of some source line (inputs and constants aside) occur MIN_TRIPS times?
+    A loop of MIN_TRIPS trips repeats each op of its body that often: straight-line code is
+    given back after this one count, before any key is built."""
+    lines = Counter([(n.op.name, n.loc.line if n.loc is not None else 0) for n in nodes
+                     if n.op.name not in _FREE])
+    return bool(lines) and max(lines.values()) >= MIN_TRIPS
 
 
 def _find_at(seq, keys, following, i, users, runs) -> tuple[_Plan | None, int]:
