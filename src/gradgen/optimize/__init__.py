@@ -16,7 +16,7 @@ from .dce import dce
 from .dead_writes import drop_dead_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
-from .scan import scan
+from .scan import forget_scan, scan
 
 # The passes in the order they run, each with the ops it rewrites: a pass is skipped while
 # the graph has none of them (None: any graph). The ops are counted by the one walk that
@@ -52,16 +52,16 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
             if ops.isdisjoint(needs):
                 unchanged += 1
                 if unchanged == len(PASSES):
-                    return graph
+                    return forget_scan(graph)
                 continue
         graph, changed = run(graph)
         if verify:
             graph.verify()
         unchanged = (1 if run in IDEMPOTENT else 0) if changed else unchanged + 1
         if unchanged == len(PASSES):
-            return graph  # dce was among the passes that found nothing to do
+            return forget_scan(graph)  # dce was among the passes that found nothing to do
     graph, _ = dce(graph)
-    return graph
+    return forget_scan(graph)
 
 
 def own_outputs(graph: Graph, positions) -> Graph:

@@ -83,6 +83,13 @@ def scan(graph: Graph) -> Scan:
     return found
 
 
+def forget_scan(graph: Graph) -> Graph:
+    """``graph`` without its Scan, once the passes are done with it (what they found is of
+    no use later, and it holds a list of every node)."""
+    graph.meta.pop(_SCAN, None)
+    return graph
+
+
 def is_seed_product(node: Node) -> bool:
     """Is ``node`` ``seed * k`` (what fold's seed_outward takes apart)?"""
     a, b = node.inputs
