@@ -292,6 +292,38 @@ def test_np_array_of_traced_scalars():
     check(from_scalars, 0.7, -1.2, argnums=(0, 1))
 
 
+
+def lists_as_arrays(w, a):
+    rows = np.sum([np.sin(wi) * np.arange(3.0) for wi in w])  # a list where NumPy wants an array
+    peaks = np.maximum([a, a * a, w[0]], 0.5)  # a ufunc with a list argument
+    mean = np.mean((a, 2.0 * a)) + np.dot([a, 1.0], w[:2])
+    return rows + np.sum(peaks**2) + mean + np.concatenate([w, [a]]).prod()
+
+
+def test_lists_of_traced_values_where_numpy_reads_an_array():
+    check(lists_as_arrays, np.array([0.3, -0.8, 1.1]), 0.9, argnums=(0, 1))
+
+
+def ufunc_methods(m):
+    total = np.sum(np.add.reduce(m) ** 2) + np.add.reduce(m, axis=None)
+    total += np.sum(np.multiply.reduce(m, 1, keepdims=True) * m)
+    total += np.sum(np.maximum.reduce(m) ** 3) + np.sum(np.minimum.reduce(m, axis=1))
+    return total + np.sum(np.add.accumulate(m, axis=1) ** 2) + np.sum(np.multiply.accumulate(m))
+
+
+def test_ufunc_reduce_and_accumulate_are_the_numpy_functions():
+    check(ufunc_methods, np.array([[0.5, 1.2, -0.3], [0.8, -1.1, 0.4]]))
+
+
+def test_other_ufunc_methods_are_refused_by_name():
+    def f(x):
+        return np.logaddexp.reduce(x) if np.add.nin == 2 else x  # an attribute read passes
+
+    with pytest.raises(gradgen.UnsupportedOperation, match=r"np.logaddexp.reduce"):
+        gradgen.grad(f)(X3)
+    with pytest.raises(gradgen.UnsupportedOperation, match=r"np.add.reduce with initial="):
+        gradgen.grad(lambda x: np.add.reduce(x, initial=1.0))(X3)
+
 # --- regressions ---------------------------------------------------------------------------
 
 

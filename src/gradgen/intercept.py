@@ -273,13 +273,73 @@ NUMPY_OVERRIDES = {
 _NUMPY_BY_FUNCTION = {getattr(np, name): fn for name, fn in NUMPY_OVERRIDES.items()}
 
 
-class _NumpyProxy(types.ModuleType):
-    """``np`` as traced code sees it: NumPy itself, except that arrays the code makes
-    (np.zeros, np.array, ...) can receive traced values, and np.array([a, b]) of traced
-    values is a traced stack."""
+# NumPy functions whose list arguments are sequences of arrays, not one array: NumPy's own
+# dispatch already sees the traced items in them.
+_SEQUENCE_ARGUMENTS = frozenset((
+    "concatenate", "stack", "vstack", "hstack", "dstack", "column_stack", "row_stack", "block",
+    "meshgrid", "broadcast_arrays", "einsum", "einsum_path", "ix_", "result_type", "can_cast",
+    "promote_types", "printoptions", "set_printoptions", "errstate", "seterr", "vectorize",
+    "frompyfunc", "apply_along_axis", "apply_over_axes", "piecewise", "select"))
+
+
+# np.sum and its kind: _ArrayFunctionDispatcher objects in NumPy 2, plain functions before
+_NUMPY_FUNCTION = (type(np.sum), types.FunctionType, types.BuiltinFunctionType)
+
+
+def _lists_as_arrays(args):
+    """NumPy reads a list argument as ``np.asarray(list)``, which for a list that holds traced
+    values (``np.sum([f(w) for w in ws])``) is the traced stack np.array would make."""
+    converted = None
+    for i, a in enumerate(args):
+        if type(a) in (list, tuple) and has_traced(a):
+            converted = converted or list(args)
+            converted[i] = from_nested(a, None)
+    return args if converted is None else converted
+
+
+def _reading_lists(fn):
+    def traced(*args, **kwargs):
+        return fn(*_lists_as_arrays(args), **kwargs)
+
+    traced.__name__ = getattr(fn, "__name__", "traced")
+    traced.__qualname__ = f"np.{traced.__name__}"
+    traced.__doc__ = fn.__doc__
+    traced.__wrapped__ = fn
+    return traced
+
+
+class _UfuncReadingLists:
+    """A ufunc as traced code sees it: called, it reads list arguments as arrays (above);
+    everything else (``np.add.reduce``, ``.nin``, ``.identity``) is the ufunc's own."""
+
+    __slots__ = ("ufunc",)
+
+    def __init__(self, ufunc):
+        self.ufunc = ufunc
+
+    def __call__(self, *args, **kwargs):
+        return self.ufunc(*_lists_as_arrays(args), **kwargs)
 
     def __getattr__(self, name):
-        value = NUMPY_OVERRIDES.get(name) or getattr(np, name)
+        return getattr(self.ufunc, name)
+
+    def __repr__(self):
+        return repr(self.ufunc)
+
+
+class _NumpyProxy(types.ModuleType):
+    """``np`` as traced code sees it: NumPy itself, except that arrays the code makes
+    (np.zeros, np.array, ...) can receive traced values, np.array([a, b]) of traced values is
+    a traced stack, and so is a list of traced values passed where NumPy expects an array."""
+
+    def __getattr__(self, name):
+        value = NUMPY_OVERRIDES.get(name)
+        if value is None:
+            value = getattr(np, name)
+            if isinstance(value, np.ufunc):
+                value = _UfuncReadingLists(value)
+            elif isinstance(value, _NUMPY_FUNCTION) and name not in _SEQUENCE_ARGUMENTS:
+                value = _reading_lists(value)
         self.__dict__[name] = value
         return value
 

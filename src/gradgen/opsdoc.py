@@ -76,7 +76,11 @@ def render_ops_markdown() -> str:
         ("(`np.zeros`, `np.empty`, `np.ones`, `np.full`, their `_like` forms, `np.array`, "
          "`np.asarray`,"),
         "`np.eye`, `np.arange`, `np.linspace`) are constants until a traced value is written",
-        "into them; `np.array([a, b])` of traced values stacks them.",
+        "into them; `np.array([a, b])` of traced values stacks them, and so does a list of",
+        "traced values passed where NumPy reads an array (`np.sum([f(w) for w in ws])`).",
+        "`np.add.reduce`, `np.multiply.reduce`, `np.maximum.reduce`, `np.minimum.reduce` and",
+        "`np.add.accumulate`, `np.multiply.accumulate` are the `sum`, `prod`, `max`, `min`,",
+        "`cumsum` and `cumprod` rows (with NumPy's default of axis 0).",
         "",
         "A function without a row raises `gradgen.UnsupportedOperation` naming it and your line.",
         "Add a row with `gradgen.defvjp(fn, vjp_0, vjp_1, ..., sympy=..., rule_text=...)`: each",

@@ -603,6 +603,8 @@ class Tracer:
         out = kwargs.pop("out", None)
         if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
             return BOUND["add.at"](*inputs)
+        if method in ("reduce", "accumulate") and ufunc in _UFUNC_METHODS[method]:
+            return _ufunc_method(ufunc, method, inputs, kwargs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
         handler = BOUND.get(ufunc)
@@ -767,6 +769,29 @@ def numpy_name(func) -> str:
     if module.startswith(("np.core", "np._core", "np.lib")) or module == "np":
         return f"np.{func.__name__}"
     return f"{module}.{func.__name__}"
+
+
+# np.add.reduce(x) is np.sum(x, axis=0), np.maximum.accumulate is not here: no rule for it
+_UFUNC_METHODS = {
+    "reduce": {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min},
+    "accumulate": {np.add: np.cumsum, np.multiply: np.cumprod},
+}
+
+
+def _ufunc_method(ufunc, method, inputs, kwargs):
+    """``np.add.reduce(x, axis)`` and its kind as the NumPy function that computes the same
+    numbers; the ufunc methods default to axis 0 where the functions default to all axes."""
+    allowed = ("axis", "keepdims") if method == "reduce" else ("axis",)
+    extra = [k for k in kwargs if k not in allowed and kwargs[k] is not None]
+    if len(inputs) != 1 or extra:
+        words = f" with {', '.join(extra)}=" if extra else ""
+        raise _unsupported(f"np.{ufunc.__name__}.{method}{words} has no gradient rule in gradgen")
+    axis = kwargs.get("axis", 0)
+    function = _UFUNC_METHODS[method][ufunc]
+    if method == "accumulate" and axis is None:
+        raise _unsupported(f"np.{ufunc.__name__}.accumulate with axis=None")
+    return function(inputs[0], axis=axis, **({"keepdims": True} if kwargs.get("keepdims")
+                                             else {}))
 
 
 def has_traced(obj) -> bool:
