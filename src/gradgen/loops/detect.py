@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..abstract import Pending, concrete
-from ..ir import Graph, Node, Ref, aval_of
+from ..ir import Aval, Graph, Node, Ref, aval_of
 from ..ops import OPS
 from ..optimize.dce import dce
 from ..peephole import hashable as _hashable
@@ -115,8 +115,10 @@ def _const_key(node: Node):
 class _Plan:
     """A run of ``trips`` uniform iterations found at ``iters``, with how each input slot of
     the body is fed: ("in", position, index), ("carry", position, index), ("out", node,
-    index) for an invariant, or ("const", key). ``moving`` holds the body's reads and writes
-    of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
+    index) for an invariant, ("const", key), ("vary", j, s) for a number new every trip, or
+    ("each", j, s) for a value from before the loop that each trip takes its own of (``for x
+    in xs`` over a list: one argument per trip). ``moving`` holds the body's reads and
+    writes of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
 
     iters: list[list[Node]]
     trips: int
@@ -126,6 +128,7 @@ class _Plan:
     hoisted: list[int]
     moving: dict[int, Slice]
     varying: list[tuple[int, int]]
+    gathered: list[tuple[int, int]]
 
 
 class _Trips:
@@ -287,6 +290,14 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                     varying.add((j, s))
                     classes[j][s] = ("vary", j, s)
                     valid = min(valid, run)
+    gathered: set[tuple[int, int]] = set()  # for x in xs: each trip's own outside value
+    for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
+        for s, (c, ref) in enumerate(zip(classes[j], b.inputs, strict=True)):
+            if c[0] == "out" and not _row_op(b):
+                before = classify(0, a.inputs[s])
+                if before[0] == "out" and before != c and a.inputs[s].aval == ref.aval:
+                    gathered.add((j, s))
+                    classes[j][s] = ("each", j, s)
     slices: dict[int, Slice] = {}  # xs[t] of a value from before the loop: a body input
     moving: dict[int, Slice] = {}  # h[t] = ..., h[t - 1] of a carried buffer: in the body
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
@@ -313,7 +324,9 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
         for j, node in enumerate(iters[k]):
             expected = classes[j]
             for s, ref in enumerate(node.inputs):
-                if classify(k, ref) != expected[s] and (j, s) not in varying:
+                if classify(k, ref) != expected[s] and (j, s) not in varying and not (
+                        (j, s) in gathered and classify(k, ref)[0] == "out"
+                        and ref.aval == node.inputs[s].aval == iters[0][j].inputs[s].aval):
                     same = False
                     break
             row = slices.get(j) or moving.get(j)
@@ -333,7 +346,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             expected = classes[j][s]
             first = classify(0, ref)
             if expected[0] != "carry":
-                if first != expected and expected[0] != "vary":
+                if first != expected and expected[0] not in ("vary", "each"):
                     return None
                 continue
             if first[0] not in ("out", "const"):
@@ -359,7 +372,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                 and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
                         for c in classes[j])):
             hoisted.append(j)
-    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying))
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying),
+                 sorted(gathered))
 
 
 def _per_trip_number(node: Node, s: int) -> bool:
@@ -580,6 +594,14 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         values[table] = table_value
         tables.append(table)
         per_trip[(j, s)] = new_input(aval_of(table_value[0]), None, table_value[0])
+    for j, s in plan.gathered:  # for x in xs: the trips' own values, stacked before the loop
+        refs = [subst.get(r, r) for r in (trip[j].inputs[s] for trip in plan.iters)]
+        row = refs[0].aval
+        stacked = Node(OPS["stack"], refs, {"axis": 0},
+                       (Aval((plan.trips, *row.shape), row.dtype),), first[j].loc, None, "fwd")
+        values[stacked] = np.stack([concrete(values, r) for r in refs])
+        tables.append(stacked)
+        per_trip[(j, s)] = new_input(row, refs[0].node.name, values[stacked][0])
     outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
     hoisted: dict[int, Node] = {}
     for j in plan.hoisted:
@@ -633,7 +655,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 body_nodes += made_nodes
                 body_values.update((n, _formula_value(n, body_values)) for n in made_nodes)
                 ins.append(made_nodes[-1].out)
-            elif c[0] == "vary":
+            elif c[0] in ("vary", "each"):
                 ins.append(per_trip[(c[1], c[2])].out)
             else:
                 ins.append(invariants[ref].out)
@@ -650,6 +672,8 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         if node in values:  # guards have none
             body_values[new] = values[node]
     header, var = _header(first)
+    if plan.gathered:
+        var = None  # ``for x in xs``: x is each trip's value, the counter has no name
     body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
                  {"values": body_values, "loc": header})
     body = roll_loops(body, body_values)
