@@ -293,7 +293,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     gathered: set[tuple[int, int]] = set()  # for x in xs: each trip's own outside value
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
         for s, (c, ref) in enumerate(zip(classes[j], b.inputs, strict=True)):
-            if c[0] == "out" and not _row_op(b):
+            # (NumPy values only: a row of a stack of Python floats would be a NumPy float)
+            if c[0] == "out" and not _row_op(b) and ref.aval.py is None:
                 before = classify(0, a.inputs[s])
                 if before[0] == "out" and before != c and a.inputs[s].aval == ref.aval:
                     gathered.add((j, s))
