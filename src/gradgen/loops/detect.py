@@ -673,8 +673,6 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         if node in values:  # guards have none
             body_values[new] = values[node]
     header, var = _header(first)
-    if plan.gathered:
-        var = None  # ``for x in xs``: x is each trip's value, the counter has no name
     body = Graph([*inputs, *body_nodes], inputs, [Ref(made[q], i) for q, i in carried],
                  {"values": body_values, "loc": header})
     body = roll_loops(body, body_values)
@@ -730,8 +728,12 @@ def _loops_in(filename: str) -> tuple[tuple[int, int, str | None], ...]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.For | ast.While):
-            var = node.target.id if isinstance(node, ast.For) and isinstance(
-                node.target, ast.Name) else None
+            # the user's name for the counter: only ``for t in range(...)`` has one (in ``for x
+            # in xs`` x is a row, and the rolled loop counts with t)
+            counts = (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+                      and isinstance(node.iter, ast.Call)
+                      and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range")
+            var = node.target.id if counts else None
             found.append((node.lineno, node.end_lineno or node.lineno, var))
     return tuple(found)
 
