@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from ..abstract import shaped_value
 from ..ir import Graph, Node, Ref
@@ -73,9 +75,11 @@ def own_outputs(graph: Graph, positions) -> Graph:
     outputs, nodes = list(graph.outputs), list(graph.nodes)
     values = graph.meta.get("values") or {}
     stand_ins: dict[Ref, np.ndarray] = {}
-    # per stand-in, the views of it handed out so far (views of different stand-ins never
-    # overlap: each output is compared with its own base's only, not with every other)
-    handed_out: dict[Ref, list[np.ndarray]] = {}
+    # per stand-in, the byte ranges of the views of it handed out so far, sorted: they never
+    # overlap one another (an overlapping one gets a copy), so an output's range is compared
+    # with its neighbours only (np.may_share_memory compares the same ranges), and views of
+    # different stand-ins never overlap
+    handed_out: dict[Ref, list[tuple[int, int]]] = {}
     for i in positions:
         ref = outputs[i]
         if ref.aval.py is not None or isinstance(shaped_value(values, ref), np.generic):
@@ -92,10 +96,15 @@ def own_outputs(graph: Graph, positions) -> Graph:
                 array = view.op.impl(array, **view.attrs)
             if not isinstance(array, np.ndarray):  # x[i, j] of an array: a NumPy scalar
                 continue
-            own = array.flags.writeable and not any(
-                np.may_share_memory(array, other) for other in handed_out.get(base, ()))
-            if own:
-                handed_out.setdefault(base, []).append(array)
+            own = array.flags.writeable
+            if own and array.size:  # (an empty array shares no memory)
+                ranges = handed_out.setdefault(base, [])
+                low, high = byte_bounds(array)
+                at = bisect.bisect_left(ranges, (low, high))
+                own = not (at > 0 and ranges[at - 1][1] > low
+                           or at < len(ranges) and ranges[at][0] < high)
+                if own:
+                    ranges.insert(at, (low, high))
         if not own:
             copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
             if ref.node in values:
