@@ -131,15 +131,46 @@ def test_keyword_arguments():
     assert gradgen.value_and_grad(f)(x=1.5) == (9.0, 6.0)
 
 
-def test_keyword_only_arguments_are_refused_by_name():
+def loss_with_options(w, X, *, lam=0.1, square=True):
+    r = X @ w
+    return np.sum(r**2 if square else np.abs(r)) + lam * np.sum(w**2)
+
+
+def test_keyword_only_arguments_are_constants_of_their_own_path():
+    X, w = np.arange(6.0).reshape(3, 2), np.array([0.5, -1.0])
+    df = grad(loss_with_options)
+    np.testing.assert_allclose(df(w, X), 2 * X.T @ (X @ w) + 0.2 * w)
+    np.testing.assert_allclose(df(w, X, lam=0.5), 2 * X.T @ (X @ w) + 1.0 * w)
+    np.testing.assert_allclose(df(w, X, lam=0.5, square=False), X.T @ np.sign(X @ w) + w)
+    assert "with lam=0.5, square=False" in df.source  # the docstring says which constants
+    assert "lam=0.5" in df.source.splitlines()[1]  # and how to make it again
+    np.testing.assert_allclose(df(w, X, lam=0.5), 2 * X.T @ (X @ w) + 1.0 * w)  # cached
+    assert len(df._paths) == 3
+    np.testing.assert_allclose(  # keyword-only defaults the call does not pass stay
+        gradgen.hessian(loss_with_options)(w, X, lam=0.5), 2 * X.T @ X + np.eye(2))
+    value, g = gradgen.value_and_grad(loss_with_options)(w, X, lam=2.0)
+    assert value == loss_with_options(w, X, lam=2.0)
+    np.testing.assert_allclose(g, 2 * X.T @ (X @ w) + 4.0 * w)
+
+    class Model:
+        def energy(self, w, *, k=2.0):
+            return np.sum(w**2) * k
+
+    np.testing.assert_allclose(grad(Model().energy)(w, k=3.0), 6.0 * w)
+
+
+def test_keyword_only_arguments_must_be_hashable_constants():
     def f(x, *, z=3.0):
         return x * z
 
-    assert grad(f)(1.5) == 3.0  # the default is fine
-    with pytest.raises(gradgen.GradgenError, match="'z'"):
-        grad(f)(1.5, z=1.0)
+    assert grad(f)(1.5) == 3.0
+    assert grad(f)(1.5, z=1.0) == 1.0
+    with pytest.raises(gradgen.GradgenError, match=r"z=ndarray of f is not hashable"):
+        grad(f)(1.5, z=np.ones(2))
     with pytest.raises(gradgen.GradgenError, match="cannot call"):
         grad(f)(1.5, w=1.0)
+    with pytest.raises(gradgen.GradgenError, match=r"keyword-only argument z of f is a traced"):
+        grad(lambda x: grad(f)(1.5, z=x))(2.0)
 
 
 # --- arguments that cannot be differentiated -------------------------------------------------
@@ -424,3 +455,79 @@ def test_the_cached_call_follows_the_signature_from_call_to_call():
     finally:
         OPEN_TRACES.discard(elsewhere)
     assert not OPEN_TRACES
+
+
+def test_the_cached_call_keys_dicts_lists_and_tuples_by_structure():
+    """Arguments nested in dicts, lists and tuples take the cheap signature too: a new shape,
+    dtype, key, key order or container type inside them is a new signature (its own code),
+    the same one is the cached code, and anything else in them takes the full key."""
+    from gradgen.api import _plain_key
+
+    traces = []
+
+    def f(params, xs):
+        traces.append(1)
+        return np.sum(params["w"] * xs[0]) + params["b"] * xs[1]
+
+    df = grad(f)
+    w, x = np.arange(3.0), np.array([1.0, -2.0, 0.5])
+    calls = [
+        ({"w": w, "b": 2.0}, (x, 3.0)),
+        ({"w": w[:2], "b": 2.0}, (x[:2], 3.0)),  # another shape inside the dict
+        ({"w": w.astype(np.float32), "b": 2.0}, (x.astype(np.float32), 3.0)),
+        ({"b": 2.0, "w": w}, (x, 3.0)),  # another key order
+        ({"w": w, "b": 2.0}, [x, 3.0]),  # a list where a tuple was
+        ({"w": w, "b": np.float64(2.0)}, (x, 3.0)),  # a NumPy scalar where a float was
+    ]
+    for params, xs in calls * 2:
+        got = df(params, xs)
+        assert list(got) == list(params)
+        np.testing.assert_array_equal(got["w"], xs[0])
+        assert got["w"].dtype == params["w"].dtype
+        assert got["b"] == xs[1] and type(got["b"]) is float
+    assert len(traces) == len(calls)
+    keys = [_plain_key(args) for args in calls]
+    assert None not in keys and len(set(keys)) == len(calls)
+    assert _plain_key(({"w": w, "name": "a"},)) is None  # a static leaf: the full key
+    assert _plain_key((np.ma.masked_array(w),)) is None  # a subclass: the full key
+    assert _plain_key(((w,),)) != _plain_key(([w],)) != _plain_key((w,))
+
+
+def test_a_cached_call_of_a_seen_signature_skips_the_full_path(monkeypatch):
+    """Numbers, arrays and dicts of them seen before run their compiled code straight away:
+    the careful path (argument binding, flattening, full keys) is never entered."""
+    from gradgen import api
+
+    def f(params, x, scale):
+        return np.sum(params["w"] * x) * scale
+
+    df = grad(f)
+    params, x = {"w": np.arange(3.0)}, np.ones(3)
+    df(params, x, 2.0)
+    df(params, 2.0 * x, 3)  # another signature (an int scale): compiled on its own
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the full path ran")
+
+    monkeypatch.setattr(api, "_bind_arguments", refuse)
+    for scale in (2.0, 3, 0.5, 4):  # the two signatures in turn
+        np.testing.assert_array_equal(df(params, x, scale)["w"], x * scale)
+    with pytest.raises(AssertionError, match="the full path ran"):
+        df(params, x, np.float32(2.0))  # a signature not seen yet
+
+
+def test_a_cached_call_of_numbers_keys_them_by_their_exact_types(monkeypatch):
+    """Numbers only: the signature is the tuple of their types, so a float where an int was
+    (or a NumPy float where a Python float was) is another signature, never the cached code."""
+    from gradgen import api
+
+    def f(x, k):
+        return x * x * k
+
+    df = grad(f)
+    assert df(1.5, 2) == 6.0 and df(1.5, 2.0) == 6.0 and df(True and 1.5, False) == 0.0
+    monkeypatch.setattr(api, "_bind_arguments", lambda *a: pytest.fail("the full path ran"))
+    for k in (2, 2.0, False, 3, True, 0.5):
+        assert df(1.5, k) == 3.0 * k
+    with pytest.raises(pytest.fail.Exception, match="the full path ran"):
+        df(np.float64(1.5), 2)

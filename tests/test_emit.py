@@ -374,4 +374,56 @@ def test_traceback_shows_generated_code():
     assert isinstance(cause, ZeroDivisionError)
     text = "".join(traceback.format_exception(cause))
     assert "in sqrt_of_grad" in text
-    assert "grad_x = grad_y / (2 * y)" in text  # the generated line itself, via linecache
+    assert "grad_x = grad_y / (2.0 * y)" in text  # the generated line itself, via linecache
+
+
+# --- the backward's int literals -------------------------------------------------------------
+
+
+def tanh_and_square(x, v):
+    y = math.tanh(x) * 2
+    return y + np.sum(v**2)
+
+
+@pytest.mark.parametrize("v", [np.arange(3.0), np.arange(3.0, dtype=np.float32)])
+def test_the_backward_writes_its_int_literals_as_floats(monkeypatch, v):
+    """tanh's ``1 - t * t`` and the ``2`` of ``v ** 2`` are ``1.0`` and ``2.0`` in the module
+    (CPython specializes float-float arithmetic only; NumPy resolves a Python int against the
+    array's dtype per call), with every result bit for bit what the ints give. The user's own
+    ``* 2`` stays as written."""
+    from gradgen import tracer
+
+    source = gradgen.emit(tanh_and_square, 0.3, v, argnums=(0, 1))
+    assert "y = tanh_x * 2  #" in source
+    assert "grad_y * 2.0 * (1.0 - tanh_x * tanh_x)" in source and "2.0 * v" in source
+    monkeypatch.setattr(tracer, "float_literal", lambda op_name, value, other: value)
+    as_ints = gradgen.emit(tanh_and_square, 0.3, v, argnums=(0, 1))
+    assert "(1 - tanh_x * tanh_x)" in as_ints
+    for args in [(0.3, v), (-1.7, v * 3 + 0.25)]:
+        (value, (gx, gv)), (value_i, (gx_i, gv_i)) = (
+            run_emitted(text)["tanh_and_square_value_and_grad"](*args)
+            for text in (source, as_ints))
+        assert (value, gx) == (value_i, gx_i) and type(gx) is float
+        assert gv.dtype == gv_i.dtype == v.dtype
+        np.testing.assert_array_equal(gv, gv_i)
+
+
+@pytest.mark.parametrize("op_name, value, other, expected", [
+    ("mul", 2, 1.5, 2.0),
+    ("sub", 1, np.float64(0.5), 1.0),
+    ("div", 2, np.ones(3, np.float32), 2.0),  # a float32 array stays float32 beside 2.0
+    ("add", -(2**53), np.ones(3), -(2.0**53)),
+    ("mul", 2, np.float32(0.5), 2),  # np.float32(3) * 2.0 was float64 before NEP 50
+    ("mul", 2, np.arange(3), 2),  # int arithmetic stays int
+    ("mul", 2**53 + 1, 1.5, 2**53 + 1),  # not a double exactly
+    ("pow", 2, 1.5, 2),  # x ** 2 stays as people write it
+])
+def test_which_int_literals_become_floats(op_name, value, other, expected):
+    from gradgen.ir import aval_of
+    from gradgen.peephole import float_literal
+
+    class Traced:
+        aval = aval_of(other)
+
+    got = float_literal(op_name, value, Traced())
+    assert got == expected and type(got) is type(expected)

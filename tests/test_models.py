@@ -179,7 +179,7 @@ def test_rnn_forward_writes_rows_into_one_buffer():
     assert rows == [str(t) for t in range(T)]
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert code.count("np.tanh(") == T  # the forward unrolled once, no recomputation
-    assert "(1 - h_row" in text  # tanh' reuses the forward rows
+    assert "(1.0 - h_row" in text  # tanh' reuses the forward rows
     assert "return grad_W, grad_U, grad_b" in text
 
 
@@ -189,7 +189,7 @@ def test_mlp_module_reads_like_the_model():
     assert 'W1 = params["W1"]' in text
     assert "np.max(logits, axis=1, keepdims=True)" in text
     assert "np.tanh(X @ W1 + b1)" in text
-    assert "(1 - h * h)" in text
+    assert "(1.0 - h * h)" in text
     assert 'return {"W1": grad_W1, "b1": grad_b1, "W2": grad_W2, "b2": grad_b2}' in text
 
 

@@ -7,7 +7,8 @@ import functools
 import inspect
 import linecache
 import re
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,21 +38,56 @@ def _normalize_argnums(argnums) -> tuple[tuple[int, ...], bool]:
     raise GradgenError(f"argnums must be an int or a non-empty tuple of ints, not {argnums!r}")
 
 
-def _bind_arguments(fn, args, kwargs) -> tuple:
+def _bind_arguments(fn, args, kwargs) -> tuple[tuple, tuple]:
+    """The positional arguments (defaults filled in) and the keyword-only ones, as sorted
+    (name, value) pairs. The traced and emitted functions take their arguments by position;
+    a keyword-only argument is a constant of the trace, as ``static_argnames`` are to
+    ``jax.jit``: each value gets its own compiled path, so it must be hashable."""
     if not kwargs:
-        return args
+        return args, ()
     name = getattr(fn, "__name__", fn)
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
     except TypeError as e:
         raise GradgenError(f"cannot call {name}: {e}") from None
-    if bound.kwargs:  # the traced and emitted functions take their arguments by position
+    keywords = tuple(sorted(bound.kwargs.items()))
+    for key, value in keywords:
+        try:
+            hash(value)
+        except TypeError:
+            raise GradgenError(
+                f"keyword-only argument {key}={type(value).__name__} of {name} is not "
+                "hashable: gradgen takes keyword-only arguments as constants of the trace (one "
+                "compiled path per value)", function_loc(fn),
+                "pass arrays and other values you differentiate or change often by position"
+            ) from None
+        if isinstance(value, Tracer):
+            raise GradgenError(f"keyword-only argument {key} of {name} is a traced value",
+                               function_loc(fn), "pass it by position")
+    if keywords and not isinstance(inspect.unwrap(fn), types.FunctionType | types.MethodType):
         raise GradgenError(
-            f"cannot pass {', '.join(map(repr, bound.kwargs))} to {name}: gradgen passes "
-            "arguments by position, and keyword-only arguments have no position",
-            function_loc(fn), "make the parameter positional, or bind it in a closure")
+            f"cannot pass {', '.join(k for k, _ in keywords)} to {name}: keyword-only "
+            "arguments reach plain Python functions and methods only", function_loc(fn),
+            "make the parameter positional, or bind it in a closure")
     bound.apply_defaults()
-    return bound.args
+    return bound.args, keywords
+
+
+def with_keywords(fn, keywords: tuple):
+    """``fn`` with its keyword-only defaults set to ``keywords``: called by position, as the
+    tracer calls it, it runs as ``fn(*args, **dict(keywords))`` (the same code, globals and
+    closure; the copy's defaults are the only difference)."""
+    if not keywords:
+        return fn
+    method = fn if isinstance(fn, types.MethodType) else None
+    target = inspect.unwrap(method.__func__ if method else fn)
+    copy = types.FunctionType(target.__code__, target.__globals__, target.__name__,
+                              target.__defaults__, target.__closure__)
+    copy.__kwdefaults__ = {**(target.__kwdefaults__ or {}), **dict(keywords)}
+    copy.__dict__.update(target.__dict__)
+    copy.__qualname__ = target.__qualname__
+    copy.__module__ = target.__module__
+    return types.MethodType(copy, method.__self__) if method else copy
 
 
 def _leaf_key(value):
@@ -69,18 +105,35 @@ def _leaf_key(value):
     return ("static", type(value), value)
 
 
+# The exact types of plain numbers: a subclass (or anything else) takes the full key.
+_NUMBERS = frozenset({float, int, bool, np.float64, np.float32})
+
+
 def _plain_key(args) -> tuple | None:
-    """The signature of arguments that are all Python numbers or NumPy arrays, cheaply; None
-    for anything else (pytrees, static values, tracers), which takes the full key."""
-    # Every cached call pays for this: arrays are tested first and the tuple grows as it goes
-    # (no list to convert)
+    """The signature of arguments made of numbers, NumPy arrays and dicts/lists/tuples of
+    them, cheaply: types, shapes, dtypes and dict keys, no TreeDef. None for anything else
+    (tracers, static values, subclasses), which takes the full key."""
+    # Every cached call pays for this: no function call per leaf, and the tuple grows as it
+    # goes (no list to convert). An entry's first item tells its kind apart (an array's is its
+    # shape, a container's its type, a number's entry is its type), so keys of different
+    # structures never compare equal.
     key = ()
     for value in args:
         kind = type(value)
         if kind is np.ndarray:
             key += ((value.shape, value.dtype),)
-        elif kind is float or kind is int or kind is bool:
+        elif kind is float or kind in _NUMBERS:
             key += (kind,)
+        elif kind is dict:  # recursion follows the nesting of the user's containers
+            inner = _plain_key(value.values())
+            if inner is None:
+                return None
+            key += ((kind, tuple(value), inner),)
+        elif kind is list or kind is tuple:
+            inner = _plain_key(value)
+            if inner is None:
+                return None
+            key += ((kind, inner),)
         else:
             return None
     return key
@@ -131,29 +184,51 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
-        self._hot: tuple = (None, None)  # (signature, path) of the last call that ran
+        # (signature, path, whether the signature is the arguments' types) of the last call
+        self._hot: tuple = (None, None, False)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args, **kwargs):
-        # The hot path: plain numbers and arrays, a signature seen before, its last good path.
-        # The signature of the last good call is compared first (no hashing), and a trace open
-        # in no thread is one set read (tracer.OPEN_TRACES), not this thread's stack.
-        key = None if kwargs else _plain_key(args)
-        if key is not None and not OPEN_TRACES:
-            hot_key, path = self._hot
-            if key != hot_key:
-                paths = self._paths.get(key)
-                path = paths[0] if paths else None
+        # The hot path: numbers, arrays and dicts/lists/tuples of them, a signature seen before,
+        # its last good path. On a thousand floats or twenty scalar steps it is a twentieth of
+        # the gradient's time, so it is lean: the key of flat arguments is _plain_key's loop
+        # written out here (a call less), the last good call's signature is compared first (no
+        # hashing), and a trace open in no thread is one set read (tracer.OPEN_TRACES), not
+        # this thread's stack.
+        if not kwargs and not OPEN_TRACES:
+            hot_key, path, by_types = self._hot
+            # A signature of numbers only is their types, read in C (scalar code: a third of
+            # the loop's time); any other is the loop's key
+            if not (by_types and tuple(map(type, args)) == hot_key):
+                key = ()
+                for value in args:
+                    kind = type(value)
+                    if kind is np.ndarray:
+                        key += ((value.shape, value.dtype),)
+                    elif kind is float or kind in _NUMBERS:
+                        key += (kind,)
+                    else:  # a container (or None: the full path)
+                        key = _plain_key(args)
+                        break
+                if key != hot_key:  # another signature seen before: it becomes the hot one
+                    paths = self._paths.get(key) if key is not None else None
+                    path = paths[0] if paths else None
+                    if path is not None:
+                        self._make_hot(key, path)
+            # (self._last is the hot path already: the call that made it hot ran it)
             if path is not None:
-                self._last = path
                 try:
                     return path.call(*args)
                 except Exception:  # noqa: BLE001, S110 - guards and errors: the full path below
                     pass
-        args = _bind_arguments(self.fn, args, kwargs)
-        if _has_tracer(args) or in_trace():  # under an outer trace f may close over tracers
-            return self._inline(args)
-        key = _plain_key(args) or _signature_key(args)
+        args, keywords = _bind_arguments(self.fn, args, kwargs)
+        key = _plain_key(args)  # None for tracers among the arguments, among other things
+        if key is None and _has_tracer(args) or in_trace():  # f may close over outer tracers
+            return self._inline(args, keywords)
+        if key is None:
+            key = _signature_key(args)
+        if keywords:
+            key = (key, keywords)
         paths = self._paths.setdefault(key, [])
         for i, path in enumerate(paths):
             try:
@@ -166,13 +241,12 @@ class GradFunction:
                 raise _runtime_error(e) from e
             if i:
                 paths.insert(0, paths.pop(i))
-            self._last = path
-            self._hot = (key, path)
+            self._make_hot(key, path)
             return result
-        path = self._last = self._compile(args)
+        path = self._compile(args, keywords)
         paths.insert(0, path)
         del paths[MAX_PATHS:]
-        self._hot = (key, path)
+        self._make_hot(key, path)
         try:
             return path.call(*args)
         except path.non_finite as e:
@@ -183,6 +257,11 @@ class GradFunction:
             raise GradgenError(
                 f"the code just traced for {self.fn.__name__} fails its own guard ({e}); "
                 "the function is not deterministic", function_loc(self.fn)) from None
+
+    def _make_hot(self, key: tuple, path: _Path) -> None:
+        """The path the next call with this signature tries first (and the one that ran)."""
+        self._last = path
+        self._hot = (key, path, all(type(entry) is type for entry in key))
 
     @property
     def source(self) -> str | None:
@@ -199,28 +278,30 @@ class GradFunction:
 
         return iframe(page_for_built(self._last.built, self.fn))
 
-    def _build(self, args) -> Built:
+    def _build(self, args, keywords: tuple = ()) -> Built:
+        fn, request = self.fn, self.request
+        if keywords:  # constants of this trace: fn runs with them as its keyword defaults
+            fn, request = with_keywords(fn, keywords), replace(request, keywords=keywords)
         if self.kind == "hessian":
-            request = self.request
-            gradient = GradFunction(self.fn, request.argnums if request.as_tuple
+            gradient = GradFunction(fn, request.argnums if request.as_tuple
                                     else request.argnums[0])
-            return build_jacobian(self.fn, args, request, gradient)
+            return build_jacobian(fn, args, request, gradient)
         if self.kind == "jacobian":
-            return build_jacobian(self.fn, args, self.request)
-        return build(self.fn, args, self.request)
+            return build_jacobian(fn, args, request)
+        return build(fn, args, request)
 
     @without_gc
-    def _compile(self, args) -> _Path:
-        built = self._build(args)
+    def _compile(self, args, keywords: tuple = ()) -> _Path:
+        built = self._build(args, keywords)
         namespace = load_function(built, f"{built.fname}_{self.kind}")
         guard = namespace.get("GuardFailure", _NeverRaised)
         non_finite = namespace.get("NonFiniteGradient", _NeverRaised)
         return _Path(namespace[f"{built.fname}_{self.kind}"], guard, built, non_finite)
 
-    def _inline(self, args):
+    def _inline(self, args, keywords: tuple = ()):
         """Called on tracers (grad of grad): differentiate at the concrete values, then replay
         the joint graph on the tracers, so an outer trace records the backward as ops."""
-        built = self._build(_concrete(args))
+        built = self._build(_concrete(args), keywords)
         result = inline_result(built, args)
         if self.kind in ("jacobian", "hessian"):
             return result

@@ -37,6 +37,8 @@ class Request:
     check_finite: bool = False
     target: str = "numpy"  # the emitted module's dialect (dialects.py)
     loops: str = "keep"  # or "unroll": every iteration of every loop in straight-line code
+    # keyword-only arguments, as (name, value) pairs: constants of the trace (api.py)
+    keywords: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass
@@ -217,9 +219,16 @@ def source_hash(fn) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def keywords_text(request: Request) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in request.keywords)
+
+
 def _regenerate_line(fn, fname, args, request: Request, command) -> str:
     if command:
         return f"# Regenerate: {command}"
+    if request.keywords:  # the CLI and gradgen.emit pass arguments by position only
+        return (f"# Regenerate: gradgen.grad({fname})(*args, {keywords_text(request)}) with "
+                "arguments of this signature")
     texts = []
     for value in args:
         if not isinstance(value, float | int | np.ndarray) or np.size(value) > 6:
@@ -326,6 +335,8 @@ def build(fn, args, request: Request, command: str | None = None,
 
     sig = signature_text(names, args)
     sig_inner = sig[1:-1]
+    if request.keywords:  # constants of this trace: another value is another path
+        sig_inner += f" with {keywords_text(request)}"
     specs = []
     if request.vjp:
         out_tree = forward.meta["out_tree"]

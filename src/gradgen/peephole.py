@@ -151,3 +151,29 @@ class Shared:
         key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (node.out if node is not None else None), key
+
+
+# --- the backward's int literals in float arithmetic -------------------------------------------
+
+_FLOAT_ARITHMETIC = frozenset({"add", "sub", "mul", "div"})
+_EXACT = 2**53  # every int up to this is a double exactly
+
+
+def float_literal(op_name: str, value: int, other) -> int | float:
+    """The int operand ``value`` of a backward ``op_name`` beside ``other`` (a traced value)
+    as the float it becomes, where that is exact: the rules' ``1 - t * t`` (tanh) and
+    ``g * 2 * x`` (``x ** 2``) are written ``1.0 - t * t`` and ``g * 2.0 * x``.
+
+    An int costs on every call: CPython specializes float arithmetic for two floats only
+    (``t * 2`` takes about twice the time of ``t * 2.0``), and NumPy 2 resolves a Python int
+    against a float array's dtype per call (about 0.2 µs more than a float, a fifth of an
+    operation on a thousand floats). The float is the value the operation converts the int to
+    anyway, so no result changes by a bit: Python converts the int to a double, NumPy casts
+    it to the other operand's dtype, exactly, for ints up to 2**53. Only where that holds in
+    every NumPy: beside a float64 value or a Python float, or a float array of another dtype
+    (``np.float32(3) * 2.0`` was float64 before NEP 50; a float32 array stays float32)."""
+    aval = getattr(other, "aval", None)
+    if (op_name in _FLOAT_ARITHMETIC and aval is not None and aval.dtype.kind == "f"
+            and (aval.dtype.itemsize == 8 or aval.shape) and -_EXACT <= value <= _EXACT):
+        return float(value)
+    return value

@@ -13,6 +13,7 @@ from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
+from .peephole import float_literal
 from .source import SourceLoc, current_loc, frame_line, is_user_file
 
 
@@ -255,7 +256,10 @@ def bind(op, args, attrs) -> object:
                 constant = False
         else:
             values.append(a)
-            ref = trace.const(a)
+            if type(a) is int and trace.role == "bwd" and len(args) == 2:  # a rule's 1 or 2
+                ref = trace.const(float_literal(op.name, a, args[a is args[0]]))
+            else:
+                ref = trace.const(a)
         refs.append(ref)
         if scalars and ref.node.avals[ref.index].shape:
             scalars = False

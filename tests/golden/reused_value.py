@@ -10,9 +10,9 @@ def f_grad(x):
     grad_b = grad_c
     grad_a = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
-    grad_y = grad_a + grad_b * 2
+    grad_y = grad_a + grad_b * 2.0
     # reused_value.py:5  y = x * x
-    grad_x = 2 * (grad_y * x)
+    grad_x = 2.0 * (grad_y * x)
     return grad_x
 
 
@@ -27,7 +27,7 @@ def f_value_and_grad(x):
     grad_b = grad_c
     grad_a = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
-    grad_y = grad_a + grad_b * 2
+    grad_y = grad_a + grad_b * 2.0
     # reused_value.py:5  y = x * x
-    grad_x = 2 * (grad_y * x)
+    grad_x = 2.0 * (grad_y * x)
     return c, grad_x
