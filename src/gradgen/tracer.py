@@ -14,21 +14,39 @@ from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
 from .peephole import float_literal
-from .source import SourceLoc, current_loc, frame_line, is_user_file
+from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
 
 class _State(threading.local):
-    """Per thread: the location and rule ops are recorded under (at_loc), the naming
-    watcher, the stack of traces. Class defaults, so a new thread reads None."""
+    """Per thread: the location and rule ops are recorded under (at_loc), the stack of
+    traces, what _user_loc keeps. Class defaults, so a new thread reads None."""
 
     loc = None
     origin = None
-    watch = None
     stack = None
-    last_loc = None
+    where = None
 
 
 _state = _State()
+
+
+class _Where:
+    """What ``_user_loc`` reads for every recorded op, in one thread: the naming watcher and
+    the last location it made. A plain slotted object, one ``_state.where`` away: an
+    attribute of a threading.local costs six times as much to read."""
+
+    __slots__ = ("last_loc", "watch")
+
+    def __init__(self):
+        self.watch = None
+        self.last_loc: SourceLoc | None = None
+
+
+def _where() -> _Where:
+    where = _state.where
+    if where is None:
+        where = _state.where = _Where()
+    return where
 
 
 class at_loc:
@@ -64,27 +82,33 @@ def swap_loc(loc, origin=None) -> tuple:
 def set_watcher(watch) -> None:
     """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
     (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
-    _state.watch = watch
+    _where().watch = watch
 
 
 def _user_loc() -> SourceLoc | None:
-    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame."""
+    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame.
+    (Runs once per recorded op: the frames between are looked up in a dict, not a call.)"""
     frame = sys._getframe(2)
     callee = None
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+    user_files = USER_FILES
+    while True:
+        code = frame.f_code
+        mine = user_files.get(code.co_filename)
+        if mine or mine is None and is_user_file(code.co_filename):
+            break
         callee, frame = frame, frame.f_back
-    if frame is None:
-        return None
+        if frame is None:
+            return None
     line = frame_line(frame)
-    watch = _state.watch
+    where = _state.where or _where()
+    watch = where.watch
     if watch is not None:
         watch(frame, callee, line)
-    code = frame.f_code
-    last = _state.last_loc  # the ops of one line share its SourceLoc (immutable)
+    last = where.last_loc  # the ops of one line share its SourceLoc (immutable)
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):
         return last
-    loc = _state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    loc = where.last_loc = SourceLoc(code.co_filename, line, code.co_name)
     return loc
 
 
