@@ -14,7 +14,7 @@ import pytest
 
 import gradgen
 from tests.conftest import numeric_grad, run_emitted
-from tests.test_loops import _check_program, _has_loop
+from tests.test_loops import _call, _check_program, _has_loop, _same
 
 T = 120  # more trips than any unroll threshold (tests/test_loops.py: MIN_TRIPS may change)
 
@@ -417,3 +417,49 @@ def test_a_saved_row_survives_writes_into_the_buffer_after_the_loop():
     forward = source.split("(backward)")[0]
     assert "h[t] = " in forward and "h.copy()" not in forward  # written in place
     assert "row = h_part.copy()" in forward  # the row the backward reads, kept as it was
+
+
+# --- a loop over a Python list of arrays ------------------------------------------------------
+
+
+def over_a_list(W, xs):
+    h = np.zeros(W.shape[0])
+    out = []
+    for x in xs:
+        h = np.tanh(W @ h + x)
+        out.append(h)
+    return np.sum(np.stack(out) ** 2)
+
+
+def test_a_loop_over_a_list_of_arrays_rolls_over_their_stack():
+    """``for x in xs`` over a Python list: each trip reads its own argument. The arguments
+    are stacked before the loop and each trip reads its row, as ``xs[t]`` of an array
+    would be; the gradients of the arguments are the rows of the stack's."""
+    rng = np.random.default_rng(12)
+    W = 0.4 * rng.normal(size=(3, 3))
+    xs = list(rng.normal(size=(40, 3)))
+    got = gradgen.grad(over_a_list, argnums=(0, 1))(W, xs[:20])
+    np.testing.assert_allclose(got[0], numeric_grad(lambda w: over_a_list(w, xs[:20]), [W]),
+                               rtol=1e-5, atol=1e-8)
+    for k in (0, 7, 19):  # the gradient of a list is a list, row by row
+        np.testing.assert_allclose(got[1][k], numeric_grad(
+            lambda x, k=k: over_a_list(W, [*xs[:k], x, *xs[k + 1:20]]), [xs[k]], 0),
+            rtol=1e-5, atol=1e-8)
+    other = (0.4 * rng.normal(size=(3, 3)), list(rng.normal(size=(40, 3))))
+    source = gradgen.emit(over_a_list, W, xs, argnums=(0, 1))
+    unrolled = gradgen.emit(over_a_list, W, xs, argnums=(0, 1), loops="unroll")
+    assert _has_loop(source) and not _has_loop(unrolled)
+    for point in ((W, xs), other):  # the rolled module against the unrolled one
+        rolled_value, (rolled_w, rolled_xs) = _call(source, over_a_list, point)
+        value, (g_w, g_xs) = _call(unrolled, over_a_list, point)
+        assert type(rolled_xs) is list and len(rolled_xs) == 40
+        _same((rolled_value, rolled_w, *rolled_xs), (value, g_w, *g_xs))
+    assert "for t in range(40):" in source  # (x is the user's name for each row)
+    # the body once; per argument its unpacking, its row of the stack and its gradient
+    shorter = gradgen.emit(over_a_list, W, xs[:20], argnums=(0, 1))
+    per_argument = (source.count("\n") - shorter.count("\n")) / 20
+    assert _has_loop(shorter) and per_argument <= 10  # (two functions, and the signature)
+    longer = list(rng.normal(size=(41, 3)))  # another length is another signature
+    np.testing.assert_allclose(gradgen.grad(over_a_list, argnums=(0, 1))(W, longer)[0],
+                               numeric_grad(lambda w: over_a_list(w, longer), [W]),
+                               rtol=1e-5, atol=1e-8)

@@ -3,6 +3,7 @@ together they reach a fixed point. Plus what each pass is for, on small graphs."
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 
@@ -541,3 +542,63 @@ def test_a_write_whose_row_is_returned_stays():
     np.testing.assert_array_equal(grad_a[0], 0.0)  # the overwritten row gets no gradient
     np.testing.assert_allclose(grad_a[1], 2 * args[0][1])
     np.testing.assert_allclose(grad_x, 8 * args[1])
+
+
+# --- the scans that find nothing to do -------------------------------------------------------
+
+
+def identities_everywhere(x, y):
+    a = x * 1.0 + 0.0  # identities
+    b = -y
+    b = -b  # -(-y)
+    e = math.sin(b) * a + math.sin(b)  # sin(b) twice: a duplicate for cse
+    c = a * b + 2.0 * 3.0  # constants only
+    d = (c + c) / 1.0  # t + t
+    return d * e - 0.5 * a
+
+
+@pytest.mark.parametrize("fn, args", [(identities_everywhere, (1.5, 2.0)),
+                                      *((c[0], c[1]) for c in CORPUS)],
+                         ids=["identities_everywhere", *IDS])
+def test_the_scan_finds_every_node_fold_and_cse_would_change(fn, args, monkeypatch):
+    """fold visits only the nodes the scan picks, cse sweeps only when the scan saw a
+    duplicate, flatten_sums only when it saw a nested sum: the same graphs as visiting every node and always sweeping, on the forward
+    (identities and duplicates as written) and on the joint graph."""
+    scan_module = importlib.import_module("gradgen.optimize.scan")
+    forward = trace_function(fn, args)
+    graphs = [forward, reverse(forward, range(len(forward.inputs)))]
+    passes = (fold, cse, flatten_sums)
+    scanned = [(run_pass, run_pass(g)) for g in graphs for run_pass in passes]
+    # a duplicate, every node to look at, a nested sum
+    everything = scan_module.Scan([], set(), True, None, True)
+    for module in ("gradgen.optimize.fold", "gradgen.optimize.cse",
+                   "gradgen.optimize.accumulate"):
+        monkeypatch.setattr(importlib.import_module(module), "scan", lambda graph: everything)
+    for graph, (run_pass, (got, changed)) in zip([g for g in graphs for _ in passes], scanned,
+                                                 strict=True):
+        every, every_changed = run_pass(graph)
+        assert changed == every_changed, run_pass.__name__
+        assert [(n.op.name, n.attrs.get("value")) for n in got.nodes] == [
+            (n.op.name, n.attrs.get("value")) for n in every.nodes]
+        assert [n.serial for n in got.nodes if n in graph.nodes] == [
+            n.serial for n in every.nodes if n in graph.nodes]
+    if fn is identities_everywhere:
+        assert scanned[0][1][1]  # as written, the forward has something to fold
+
+
+def test_dce_follows_inputs_that_lose_their_last_reader():
+    """A dead chain goes whole (a dead node reading one value twice too); a value that a
+    dead node and a live one read stays; guards stay."""
+    def chain(x, y):
+        dead = np.exp(x)
+        dead = np.sin(dead * dead)
+        shared = x * y
+        _ = np.cos(shared) + dead
+        return shared + y
+
+    graph = trace_function(chain, (0.3, 0.4))
+    assert {"exp", "sin", "cos"} <= set(_ops(graph))
+    pruned, changed = dce(graph)
+    assert changed and _ops(pruned) == ["input", "input", "mul", "add"]
+    again, changed = dce(pruned)
+    assert not changed and again is pruned

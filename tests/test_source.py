@@ -3,6 +3,7 @@ library's ast, one traced function at a time, cached per file and refreshed when
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 import linecache
@@ -149,6 +150,32 @@ PLAIN_DEFS = [
         w //= 2
         return w
     """,
+    """\
+    def blocks(x):
+        if x > 0:
+            a = x
+            b = a * 2
+        else:
+            a = -x
+            b = a
+        g = h(a,
+              k = 3
+        )
+        c = [a, (b,
+                 {x}), x]
+        for i in range(3):
+            c = c * i
+            c = c - 1
+        while b > 10:
+            b = b / 2
+
+        e = max(a,
+                b)
+        if e:
+            e = e + 1
+            e = e * 2
+
+    """,
 ]
 
 
@@ -169,7 +196,22 @@ def test_a_def_parsed_as_a_skeleton_gives_the_table_of_a_full_parse(text, monkey
         full.end_lineno, linemap.block_end(lines, full))
     if "#" not in text:
         assert skeleton.whole_lines  # the skeleton was used
-    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a")
+    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a", "a = x")
+
+
+def test_a_long_unrolled_def_gives_the_parser_almost_nothing():
+    # One-line assignments are read from their text: the parser sees the def, a `pass` that
+    # keeps its body, the return, and blank lines in between.
+    body = "".join(f"    t{i} = math.sin(t{i - 1}) * {i}.5 + (t{i - 1} - 1.0)\n"
+                   for i in range(1, 400))
+    lines = f"def f(t0):\n{body}    return t399\n".splitlines(True)
+    node = linemap.parse_def(lines, 1)
+    assert [type(stmt).__name__ for stmt in node.body] == ["Pass", "Return"]
+    assert (node.end_lineno, len(node.whole_lines)) == (401, 399)
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of([node], lines, table)
+    assert table[2] == LineInfo(("t1",), "t1 = math.sin(t0) * 1.5 + (t0 - 1.0)")
+    assert table[400].targets == ("t399",) and table[401].statement == "return t399"
 
 
 def test_lambda_and_module_code_use_the_whole_file(tmp_path):
@@ -339,3 +381,56 @@ def test_the_callers_name_wins_over_the_helpers():
     # the helper's frame is resolved when it has returned, before its caller's line
     assert _emitted_forward(_outer_names_win, 1.5) == [
         "y = x * 2", "twice = y * 2", "z = twice + 1"]
+
+
+def _names_by_inspect(fn, n: int, skip: int = 0) -> list[str]:
+    params = list(inspect.signature(fn).parameters.values())[skip:]
+    names = []
+    for i in range(n):
+        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
+                                                   params[i].POSITIONAL_OR_KEYWORD):
+            names.append(params[i].name)
+        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
+            names.append(f"{params[-1].name}_{i - len(params) + 1}")
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+def _shapes_of_parameters():
+    def plain(a, b, c=1):
+        pass
+
+    def positional_only(a, /, b, *xs):
+        pass
+
+    def star_then_keyword(a, *xs, k):
+        pass
+
+    def keywords(a, *, k, **kw):
+        return k, kw
+
+    def everything(a, b, *args, c, d=2, **kw):
+        local = a
+        return local
+
+    class Model:
+        def method(self, x, y):
+            pass
+
+        def __call__(self, p, q):
+            pass
+
+    @functools.wraps(plain)
+    def wrapper(*args, **kwargs):
+        pass
+
+    return [plain, positional_only, star_then_keyword, keywords, everything, Model().method,
+            Model(), wrapper, functools.partial(plain, 1), lambda x, y: x]
+
+
+@pytest.mark.parametrize("fn", _shapes_of_parameters())
+def test_parameter_names_read_from_code_are_the_signatures(fn):
+    for n in range(5):
+        for skip in (0, 1):
+            assert source.parameter_names(fn, n, skip) == _names_by_inspect(fn, n, skip)

@@ -593,3 +593,20 @@ def test_int_of_a_traced_loop_count():
     df = grad(f)
     assert df(2.0, 3) == 3.0
     assert df(2.0, 5) == 5.0
+
+
+def test_scalar_constants_are_one_node_per_number():
+    """A float is its own key (no repr per use); 0.0 and -0.0, an int and a float, and every
+    nan stay told apart the way the emitted literal tells them apart."""
+    from gradgen.tracer import Trace
+
+    with Trace() as trace:
+        refs = {label: trace.const(value) for label, value in
+                [("2.0", 2.0), ("2", 2), ("True", True), ("0.0", 0.0), ("-0.0", -0.0),
+                 ("nan", float("nan")), ("inf", math.inf)]}
+        assert trace.const(2.0) is refs["2.0"] and trace.const(4.0 / 2) == refs["2.0"]
+        assert trace.const(-0.0) == refs["-0.0"] and trace.const(float("nan")) == refs["nan"]
+        assert trace.const(math.inf) == refs["inf"]
+    assert len({r.node for r in refs.values()}) == len(refs)
+    assert [type(r.node.attrs["value"]) for r in refs.values()] == [
+        float, int, bool, float, float, float, float]

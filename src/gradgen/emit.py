@@ -7,6 +7,7 @@ import itertools
 import re
 import textwrap
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -26,6 +27,7 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
+_NODE_OP, _ORIGIN = attrgetter("op"), attrgetter("origin")
 _IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
 
 
@@ -120,8 +122,15 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     scope = SCOPES[target](spec, graph)
     uses = graph.uses()
     outputs = {r.node for r in graph.outputs}
+    # What the function has, found once in C from its ops and the rules its backward came
+    # from: most have no writes into arrays, slice updates, renames, loops or user Functions,
+    # and skip the scan each of those needs.
+    ops = set(map(_NODE_OP, graph.nodes))
+    op_names = {op.name for op in ops}
+    has_writes = any(op.extra.get("statement") for op in ops)
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
-    renamed = {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
+    renamed = ({n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
+               if "adjoint" in op_names else set())
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
     regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
@@ -133,26 +142,27 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
             body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", depth))
     exprs: dict[Node, Expr] = {}
-    sizes: dict[Node, int] = {}
+    inlined: dict[Node, int] = {}  # an inlined value -> how many ops its expression has
     notes: dict[Node, tuple[str, ...]] = {}
     rules: dict[Node, tuple[str, ...]] = {}
     origins: dict[Node, tuple] = {}  # user Functions whose backward a statement comes from
     # What inlined operands carry into a statement is gathered per node; each kind only where
     # the function has it (most have no rule comments, no user Function, no fused note).
     annotate = spec.annotate
-    banners = any(n.origin and hasattr(n.origin[0], "banner") for n in graph.nodes)
+    banners = any(o and hasattr(o[0], "banner") for o in set(map(_ORIGIN, graph.nodes)))
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
     banner = None
     finite = _FiniteChecks(scope, depth)
-    buffers = _Buffers(graph, spec.owned)
-    writes = index_writes(graph.nodes)
+    buffers = _Buffers(graph, spec.owned) if has_writes else None
+    writes = index_writes(graph.nodes) if has_writes else {}
     held = Held(graph.nodes, names)  # what unnamed values hold, for their names
-    liveness = _Liveness(graph, writes)
-    views = _SliceViews(graph, uses, namer, enabled=target == "numpy")
+    liveness = _Liveness(graph, writes, has_writes)
+    views = _SliceViews(graph, uses, namer,
+                        enabled=target == "numpy" and "index_add" in op_names)
 
-    in_place = buffers.active
+    in_place = has_writes and buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
     preset, accumulate = spec.preset, spec.accumulate
@@ -168,7 +178,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue
         if op == "const":
             exprs[node] = scope.literal(node.attrs["value"], constants)
-            sizes[node] = 0
             continue
         if op == "loop_out":  # one result of a loop: the variable the loop left it in
             exprs[node] = Expr(regions.result(node))
@@ -185,8 +194,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         for ref in node.inputs:
             operand = ref.node
             args.append(exprs[operand])
-            if operand in sizes:
-                size += sizes[operand]
+            if operand in inlined:
+                size += inlined[operand]
                 if operand in notes:
                     note += notes[operand]
         if extra.get("region"):
@@ -200,7 +209,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if built is not None and names.get(built) == node.name:
             names[node] = node.name  # a buffer already built under the adjoint's name
             exprs[node] = args[0]
-            sizes[node] = 0
             continue
         if op == "guard":
             written = _condition_as_written(node) or args[0].text
@@ -235,7 +243,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                         and node not in renamed)
         if not is_statement:
             exprs[node] = expr
-            sizes[node] = size
+            inlined[node] = size
             if note:
                 notes[node] = note
             if applied:
@@ -268,7 +276,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
-        sizes[node] = 0
         if check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
@@ -298,7 +305,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if where is None:
                 where = loc_texts[node.loc] = _short_loc(node)
             statement += f"  # {where}"
-        if statement == f"{name} = {name}":
+        if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
             body.append(layout.lay_out(line, depth))
@@ -330,7 +337,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
         code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
     imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
-    imports |= {n.op.extra["import"] for n in graph.nodes if n.op.extra.get("import")}
+    imports |= {op.extra["import"] for op in ops if op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     # (a loop's backward body checks its own adjoints: loops/emit.py)
     classes = {"NonFiniteGradient"} if finite.used or "NonFiniteGradient(" in code else set()
@@ -497,9 +504,10 @@ class _Liveness:
     Views, arguments, buffers written in place and returned values are left alone.
     An inlined expression reads its operands where the statement that holds it runs."""
 
-    def __init__(self, graph: Graph, writes):
+    def __init__(self, graph: Graph, writes, has_writes: bool = True):
         self.readers: dict[Node, int] = {}  # reads still to run, per large named value
-        written = {n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
+        written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
+                   if has_writes else set())
         returned = {r.node for r in graph.outputs}
         for node in graph.nodes:
             aval = node.avals[0] if len(node.avals) == 1 else None

@@ -12,9 +12,9 @@ import types
 import numpy as np
 
 from .errors import UnsupportedOperation
-from .ops.registry import BOUND, OPS
+from .ops.registry import BOUND, OPS, Op
 from .source import current_loc
-from .tracer import Tracer, from_nested, has_traced, plain_values
+from .tracer import Tracer, bind, from_nested, has_traced, plain_values
 
 # Modules whose functions are never copied: we trace through their public entry points.
 _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
@@ -23,6 +23,13 @@ _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
 
 def _traced_math_function(name: str, fn):
     def traced(*args, **kwargs):
+        if len(args) == 1 and not kwargs:  # math.sin(x): one layer between the user and bind
+            x = args[0]
+            if not isinstance(x, Tracer):
+                return fn(x)
+            op = BOUND.get(fn)
+            if type(op) is Op:
+                return bind(op, (x if type(x._value) is float else _as_math_sees(x),), {})
         for a in args:  # (a plain loop: this runs per math call of the traced code)
             if isinstance(a, Tracer):
                 break

@@ -100,6 +100,7 @@ class _SerialCounter:
 
 
 SERIALS = _SerialCounter()
+_NEXT_SERIAL = SERIALS._next
 
 
 class Node:
@@ -120,7 +121,10 @@ class Node:
 
     def __init__(self, op, inputs, attrs, avals, loc=None, name=None, role="fwd", serial=None,
                  origin=None, hint=None):
-        self.serial = SERIALS.take() if serial is None else serial
+        if serial is None:  # SERIALS.take(), written out: this runs per node
+            SERIALS.peek += 1
+            serial = next(_NEXT_SERIAL)
+        self.serial = serial
         self.op = op
         self.inputs: tuple[Ref, ...] = tuple(inputs)
         self.attrs: dict[str, Any] = attrs

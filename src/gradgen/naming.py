@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
+from operator import attrgetter
 
 import numpy as np
 
@@ -35,7 +36,8 @@ class Namer:
         self.versions: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        base = _clean(base)
+        if not (base.isascii() and base.isidentifier()):  # nearly always clean already
+            base = _clean(base)
         if base not in self.taken and not keyword.iskeyword(base):
             self.taken.add(base)
             return base
@@ -52,6 +54,10 @@ class Namer:
         self.taken.add(name)
 
 
+_NAME, _SERIAL, _INPUTS = attrgetter("name"), attrgetter("serial"), attrgetter("inputs")
+_REF_NODE = attrgetter("node")
+
+
 class Held:
     """What the values of one graph hold, for the names of those the user did not name: the
     names given so far (shared with the emitter), the names the user's code binds (a made-up
@@ -61,36 +67,54 @@ class Held:
     def __init__(self, nodes, names: dict[Node, str]):
         self.nodes = nodes
         self.names = names
-        self.user_names = {n.name for n in nodes if n.name is not None}
-        self.current = {n.serial: n for n in nodes}
-        self._readers: dict[Node, Node | None] | None = None  # built when first asked
-        self._gradients: set[Node] | None = None  # likewise
+        # (in C: this runs for every emitted function, the queries below only for a few nodes)
+        self.user_names = set(map(_NAME, nodes))
+        self.user_names.discard(None)
+        self.current = dict(zip(map(_SERIAL, nodes), nodes))
+        self._readers: tuple[dict, dict] | None = None  # built when first asked
+        self._gradient: dict[Node, bool] = {}  # is_gradient's answers so far
         self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
 
     def is_gradient(self, node: Node) -> bool:
         """Is ``node`` computed from an adjoint (not only from forward values, like the
-        sign(x) a derivative multiplies by)?"""
-        if self._gradients is None:
-            gradients: set[Node] = set()
-            for n in self.nodes:
-                if (n.op.name == "seed" or n.grad_of is not None
-                        or (n.name or "").startswith("grad_")
-                        or (n.role == "bwd" and any(r.node in gradients for r in n.inputs))):
-                    gradients.add(n)
-            self._gradients = gradients
-        return node in self._gradients
+        sign(x) a derivative multiplies by)? Asked only where a name falls back (h_part), so
+        it looks back from ``node`` through backward values only as far as the first adjoint
+        it meets, remembering what it saw (a stack, not recursion: graphs are deep)."""
+        known = self._gradient
+        stack = [node]
+        while stack:
+            value = stack[-1]
+            if value in known:
+                stack.pop()
+            elif (value.op.name == "seed" or value.grad_of is not None
+                  or (value.name or "").startswith("grad_")):
+                known[stack.pop()] = True
+            elif value.role != "bwd":
+                known[stack.pop()] = False
+            else:  # an adjoint's when one of its inputs is: the first one not yet known next
+                for ref in value.inputs:
+                    answer = known.get(ref.node)
+                    if answer is None:
+                        stack.append(ref.node)
+                        break
+                    if answer:
+                        known[stack.pop()] = True
+                        break
+                else:
+                    known[stack.pop()] = False
+        return known[node]
 
     def reader(self, node: Node) -> Node | None:
         """The one node that reads ``node``, if only one does."""
-        if self._readers is None:
-            readers: dict[Node, Node | None] = {}
-            for reader in self.nodes:
-                for ref in reader.inputs:
-                    seen = readers.setdefault(ref.node, reader)
-                    if seen is not reader:
-                        readers[ref.node] = None  # read twice: no one op it is the input of
-            self._readers = readers
-        return self._readers.get(node)
+        if self._readers is None:  # the first and the last reader of each value, in C
+            inputs = list(map(_INPUTS, self.nodes))
+            edges = list(zip(map(_REF_NODE, itertools.chain.from_iterable(inputs)),
+                             itertools.chain.from_iterable(
+                                 map(itertools.repeat, self.nodes, map(len, inputs)))))
+            self._readers = dict(reversed(edges)), dict(edges)
+        first, last = self._readers
+        reader = last.get(node)
+        return reader if reader is first.get(node) else None
 
     def argument_name(self, node: Node) -> str | None:
         """``node`` is read once, by a one-input op whose statement has a name (h_row =

@@ -7,6 +7,8 @@ import numpy as np
 
 from .ir import Node, Ref
 
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
+
 # Never merged: inputs, the seed, guards (side effects) and adjoints (each carries a name).
 UNIQUE = {"input", "seed", "guard", "adjoint"}
 
@@ -40,20 +42,15 @@ def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
 # --- identities -----------------------------------------------------------------------------
 
 
-_NOT_CONST = object()
-
-
-def const_value(ref: Ref):
-    node = ref.node
-    return node.attrs["value"] if node.op.name == "const" else _NOT_CONST
-
-
 def is_number(ref: Ref, number) -> bool:
     """Is ``ref`` a constant that equals ``number`` everywhere?"""
-    value = const_value(ref)
+    node = ref.node
+    if node.op.name != "const":
+        return False
+    value = node.attrs["value"]
     if type(value) is float or type(value) is int:  # the common case, without NumPy's cost
         return value == number
-    if value is _NOT_CONST or isinstance(value, bool | np.bool_):
+    if isinstance(value, bool | np.bool_):
         return False
     try:
         return bool(np.all(np.asarray(value) == number))
@@ -110,9 +107,47 @@ def _rows_in_order(ins) -> Ref | None:
     return whole
 
 
+# --- signs ----------------------------------------------------------------------------------
+
+# A negation moves through * and / without changing a bit: IEEE rounding is symmetric in sign,
+# so -(a * b) == (-a) * b and -(a / b) == (-a) / b exactly (zeros and infinities included;
+# only a NaN's sign bit may differ, which no comparison sees). Likewise u - (-v) == u + v.
+_SIGN_CARRIERS = {"mul", "div"}
+_MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
+
+
+def negated_path(ref: Ref, sole: Node | None = None) -> list[Node] | None:
+    """The backward products and quotients down the left operands of ``ref`` to a negation
+    of a float (``-g * s / c`` is [div, mul, neg]), or None: ``ref`` is exactly minus what
+    the path, rebuilt without that negation, computes. Only nodes reverse mode made (role
+    "bwd"), so a forward value is never computed twice, and only a rule's own intermediates:
+    an adjoint (a node with grad_of) is read by each of its node's rules, and rebuilt for one
+    of them it would be computed twice; but ``sole``, the adjoint only one rule reads, may
+    head the path (-(-g * s) * t for a cos of a cos)."""
+    node = ref.node
+    if node.role != "bwd" or node.avals[ref.index].dtype.kind != "f" or (
+            node.grad_of is not None and node is not sole):
+        return None
+    path = []
+    while len(path) < _MAX_SIGN_DEPTH:
+        path.append(node)
+        name = node.op.name
+        if name == "neg":  # of a float (-x of the most negative int is that int again)
+            return path if node.avals[0].dtype.kind == "f" else None
+        if name not in _SIGN_CARRIERS or node.attrs:
+            return None
+        node = node.inputs[0].node
+        if node.role != "bwd" or node.grad_of is not None or node.name is not None:
+            return None
+    return None
+
+
 # --- the backward as it is built --------------------------------------------------------------
 
 
+# Never looked up: UNIQUE, and constants (the trace hands out one node per number itself,
+# Trace.const; an array constant is left to cse)
+_NOT_SHARED = UNIQUE | {"const"}
 # The ops identical_input may find an identity of (for a Python number)
 _IDENTITIES = {"mul", "add", "sub", "div", "pow", "neg", *_SAME_VALUE}
 _CONST_OR_NEG = {"const", "neg"}
@@ -132,16 +167,22 @@ class Shared:
     def __init__(self, nodes):
         self.known: dict[tuple, Node] = {}
         setdefault = self.known.setdefault
-        for node in nodes:
-            if node.op.name not in UNIQUE and node.op.n_out == 1:
-                setdefault(node_key(node.op.name, node.inputs, node.attrs), node)
+        for node in nodes:  # (node_key, written out for the common case: this runs per node)
+            name = node.op.name
+            if name not in _NOT_SHARED and node.op.n_out == 1:
+                attrs = node.attrs
+                setdefault((name, node.inputs) if not attrs else node_key(name, node.inputs,
+                                                                          attrs), node)
 
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to
         record the node made instead, in ``known``)."""
-        if op.name in UNIQUE or op.n_out != 1 or op.extra.get("view"):
+        kind = _KINDS.get(op)
+        if kind is None:
+            kind = _KINDS[op] = _kind(op)
+        if kind is _NEVER:
             return None, None
-        if aval.py is not None and op.name in _IDENTITIES:
+        if kind is _IDENTITY and aval.py is not None:
             for ref in inputs:  # an arithmetic identity reads a constant or a negation
                 if ref.node.op.name in _CONST_OR_NEG or op.name in _SAME_VALUE:
                     same = identical_input(op.name, inputs, attrs, aval)
@@ -150,7 +191,19 @@ class Shared:
                     break
         key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
-        return (node.out if node is not None else None), key
+        return (_new_ref(Ref, (node, 0)) if node is not None else None), key
+
+
+# What find may do for an op, read once per op: nothing (never merged), merge equal nodes,
+# or also look for an identity first
+_NEVER, _EQUAL, _IDENTITY = "never", "equal", "identity"
+_KINDS: dict = {}
+
+
+def _kind(op) -> str:
+    if op.name in _NOT_SHARED or op.n_out != 1 or op.extra.get("view"):
+        return _NEVER
+    return _IDENTITY if op.name in _IDENTITIES else _EQUAL
 
 
 # --- the backward's int literals in float arithmetic -------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, at_loc, swap_loc
+from .tracer import Trace, Tracer, _state, at_loc, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -71,6 +72,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.shared = Shared(graph.nodes)
     trace.share_constants(graph.nodes)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
+    read: dict[Node, object] = {}  # what the rules read, by forward value (_pull_back)
     loop_adjoints: dict[Node, dict[int, object]] = {}
 
     with trace:
@@ -86,33 +88,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 else:  # a constant cotangent (one row of a Jacobian)
                     seed = Tracer(trace, trace.const(cotangents[k]), cotangents[k])
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
-        for node in reversed(graph.nodes):
-            if node not in needed or node.op.name == "input" or node in done:
-                continue
-            if node.op.name == "loop_out" and node.inputs[0].node.op.name == "loop":
-                g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
-                if isinstance(g, Tracer):
-                    adjoints[node] = g.ref
-                loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
-                continue
-            if node.op.name == "loop":
-                with at_loc(node.loc):
-                    pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                                   contributions, reverse)
-                continue
-            if node.op.name == "function_output":
-                siblings = function_calls[node.attrs["call"], node.inputs[1:]]
-                done.update(siblings)
-                gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
-                adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
-                                if isinstance(g, Tracer))
-                pull_back_function(trace, siblings, gs, needed, contributions)
-                continue
-            g = _combine(contributions.pop(node.out, None), node)
-            if isinstance(g, Tracer):
-                adjoints[node] = g.ref
-            if g is not None:  # (each contribution is recorded at node's line: _contribution)
-                _pull_back(trace, node, g, needed, contributions)
+        saved = _state.loc, _state.origin  # _pull_back sets where each node's rules record
+        try:
+            _pull_back_all(graph, trace, needed, done, contributions, adjoints,
+                           loop_adjoints, function_calls, read)
+        finally:
+            swap_loc(*saved)
         grads = []
         for inp in wrt_nodes:
             g = _combine(contributions.pop(inp.out, None), inp)
@@ -123,6 +104,42 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
     return joint
+
+
+def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
+                   function_calls, read) -> None:
+    """Every needed node's adjoint, last node first: combined from its contributions, then
+    pulled back to its inputs by its rules (loops and gradgen.Functions by theirs)."""
+    for node in reversed(graph.nodes):
+        if node not in needed:
+            continue
+        name = node.op.name
+        if name == "input" or node in done:
+            continue
+        if name == "loop_out" and node.inputs[0].node.op.name == "loop":
+            g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
+            if isinstance(g, Tracer):
+                adjoints[node] = g.ref
+            loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
+            continue
+        if name == "loop":
+            with at_loc(node.loc):
+                pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
+                               contributions, reverse)
+            continue
+        if name == "function_output":
+            siblings = function_calls[node.attrs["call"], node.inputs[1:]]
+            done.update(siblings)
+            gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
+            adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
+                            if isinstance(g, Tracer))
+            pull_back_function(trace, siblings, gs, needed, contributions)
+            continue
+        g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
+        if g is not None:  # (each contribution is recorded at node's line: _pull_back)
+            if type(g) is Tracer:
+                adjoints[node] = g.ref
+            _pull_back(trace, node, g, needed, contributions, read)
 
 
 def zeros_ref(joint: Graph, node: Node) -> Ref:
@@ -146,36 +163,68 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
     return Tracer(trace, node.out, value)
 
 
-def _pull_back(trace, node, g, needed, contributions) -> None:
-    # The tracers the rules read (trace.tracer, written out for one output: this runs per
-    # node), constants as their values
+def _pull_back(trace, node, g, needed, contributions, read) -> None:
     values = trace.values
-    ans = Tracer(trace, node.out, values[node]) if node.op.n_out == 1 else trace.tracer(
-        node.out)
+    op = node.op
+    # What the rules read: constants as their values, others as tracers, made once per value
+    # in ``read`` (a forward value read by many rules, then as its own rule's ``ans``)
+    if op.n_out == 1:
+        ans = read.get(node)
+        if ans is None:
+            ans = read[node] = Tracer(trace, _new_ref(Ref, (node, 0)), values[node])
+    else:
+        ans = trace.tracer(node.out)
     ins = []
     for r in node.inputs:
-        op = r.node.op
-        if op.name == "const":
-            ins.append(values[r.node])
-        else:
-            ins.append(Tracer(trace, r, values[r.node]) if op.n_out == 1 else trace.tracer(r))
-    rules = node.op.vjp
-    variadic, order, deferred = _rule_layout(node.op)
+        source = r.node
+        if source.op.n_out != 1:
+            ins.append(trace.tracer(r))
+            continue
+        x = read.get(source)
+        if x is None:
+            x = read[source] = values[source] if source.op is _CONST else Tracer(
+                trace, r, values[source])
+        ins.append(x)
+    rules = op.vjp
+    layout = _LAYOUTS.get(op)
+    variadic, order, deferred = layout if layout is not None else _rule_layout(op)
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
-    for i in order or range(len(node.inputs)):
-        r = node.inputs[i]
-        if r.node not in needed:
-            continue
-        rule = rules[0] if variadic else rules[i]
-        if rule is None:
-            continue
-        k = 0 if variadic else i
-        args = (node, k, r, rule, g, ans, ins)
-        c = _Deferred(args) if i in deferred else _contribution(*args)
-        contributions.setdefault(r, []).append((node.serial, c, node, k))
+    attrs = node.attrs
+    state = _state
+    state.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
+    readers = 0
+    for r in node.inputs:
+        if r.node in needed:
+            readers += 1
+    trace.sole_adjoint = g.ref.node if readers == 1 and type(g) is Tracer else None
+    try:
+        for i in order or range(len(node.inputs)):
+            r = node.inputs[i]
+            if r.node not in needed:
+                continue
+            rule = rules[0] if variadic else rules[i]
+            if rule is None:
+                continue
+            k = 0 if variadic else i
+            if i in deferred:
+                c = _Deferred((node, k, r, rule, g, ans, ins))
+            else:
+                state.origin = (op, k)  # (swap_loc's, for the one field that changes)
+                c = rule(g, ans, *ins, **attrs)
+                # the common case (Python floats share one Aval): nothing to match
+                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not (
+                        r.node.avals[r.index]):
+                    c = _fit(c, r)
+            contributions.setdefault(r, []).append((node.serial, c, node, k))
+    except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
+        raise not_finite(node, e) from e
+    finally:
+        trace.sole_adjoint = None
 
 
+_CONST = OPS["const"]
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
 _LAYOUTS: dict = {}
 
 
@@ -238,54 +287,68 @@ def _combine(entries, node: Node):
     if not entries:
         return None
     if len(entries) > 1:
-        entries = [(e[0], e[1].build(), *e[2:]) if isinstance(e[1], _Deferred) else e
-                   for e in entries]
+        for e in entries:
+            if type(e[1]) is _Deferred:
+                entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
+                           for e in entries]
+                break
         entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
-    elif isinstance(entries[0][1], _Deferred):
+    elif type(entries[0][1]) is _Deferred:
         entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
     key, first, user, index = entries[0]
-    if len(entries) == 1 and not (node.name and key >= 0 and isinstance(first, Tracer)):
-        if key >= 0 and isinstance(first, Tracer):
-            _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
-        return first  # nothing to add up or to name: no node to place
+    if len(entries) == 1:
+        if key < 0 or type(first) is not Tracer:
+            return first  # the seed, or a constant: nothing to add up, to name or to place
+        _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
+        if not node.name:
+            return first
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
     origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    saved = swap_loc(loc, origin if entries[0][0] >= 0 else None)
+    if key < 0:
+        origin = None
+    if len(entries) == 1:  # a named contribution: grad_<name> (node.name, checked above)
+        return _named(first, f"grad_{node.name}", loc, origin)
+    saved = swap_loc(loc, origin)
     try:
-        if len(entries) == 1:
-            g = first
-        else:
-            uses = tuple(str(e[2].loc) for e in entries if e[2].loc is not None)
-            partial = f"grad_{node.name}_partial" if node.name else None
-            g = _fused_sum([e[1] for e in entries], uses, partial)
-        is_own_seed = entries[0][0] < 0 and len(entries) == 1
-        if isinstance(g, Tracer) and not is_own_seed:
+        terms, uses = [], []
+        for e in entries:
+            terms.append(e[1])
+            if e[2].loc is not None:
+                uses.append(e[2].loc.short)
+        partial = f"grad_{node.name}_partial" if node.name else None
+        g = _fused_sum(terms, tuple(uses), partial)
+        if isinstance(g, Tracer):
             _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
             if node.name:
-                g = _named(g, f"grad_{node.name}")
+                g = _named(g, f"grad_{node.name}", loc, origin)
     finally:
         swap_loc(*saved)
     return g
 
 
-def _first(entry):
-    return entry[0]
+_first = operator.itemgetter(0)
 
 
-def _named(g: Tracer, name: str) -> Tracer:
+def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     """``g`` under the user's name for it: an ``adjoint`` node (an identity that carries the
-    name). A Python number's is recorded directly: what bind would do, step by step."""
+    name), recorded at ``loc`` from the rule ``origin``. A Python number's is made directly:
+    what bind would do, step by step."""
     ref = g.ref
     aval = ref.node.avals[ref.index]
-    if type(g._value) is float and aval.py is float:
-        trace = g._trace
-        node = trace.add(adjoint, (ref,), {}, (aval,), name=name)
+    trace = g._trace
+    if type(g._value) is float and aval.py is float and loc is not None:
+        node = Node(adjoint, (ref,), {}, (aval,), loc, name, trace.role, None, origin)
+        trace.nodes.append(node)
         trace.values[node] = g._value
-        return Tracer(trace, node.out, g._value)
-    g = adjoint(g)
+        return Tracer(trace, _new_ref(Ref, (node, 0)), g._value)
+    saved = swap_loc(loc, origin)
+    try:
+        g = adjoint(g)
+    finally:
+        swap_loc(*saved)
     g.ref.node.name = name
     return g
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import functools
+import bisect
 import inspect
 import linecache
 import os
 import sys
 import sysconfig
+import types
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,32 +29,54 @@ _LIBRARY_DIRS = tuple(sorted({
 }))
 
 
-_basename = functools.lru_cache(maxsize=1024)(os.path.basename)  # once per statement emitted
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class SourceLoc:
-    """A user source position: the innermost frame outside gradgen and NumPy."""
+    """A user source position: the innermost frame outside gradgen and NumPy. A value, never
+    changed once made (the ops of one line share it); not a frozen dataclass because the
+    tracer makes one per traced line and a frozen one costs three times as much."""
 
     file: str
     line: int
     func: str
+    # what short and text() say, once asked (the emitter asks for every statement it writes)
+    _short: str | None = field(default=None, init=False, repr=False, compare=False)
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def short(self) -> str:
-        return f"{_basename(self.file)}:{self.line}"
+        short = self._short
+        if short is None:
+            short = self._short = f"{os.path.basename(self.file)}:{self.line}"
+        return short
 
     def __str__(self) -> str:
         return self.short
 
     def text(self) -> str:
-        """The source statement at this line, stripped, or '' when there is no source."""
-        return statement_text(self.file, self.line)
+        """The source statement at this line, stripped, or '' when there is no source (as
+        the file read when the line was first asked about)."""
+        text = self._text
+        if text is None:
+            text = self._text = statement_text(self.file, self.line)
+        return text
 
 
-@functools.lru_cache(maxsize=4096)
+# filename -> is_user_file(filename): the tracer reads it for every frame between a traced op
+# and the user's line, where a dict lookup costs a third of a cached function's call
+USER_FILES: dict[str, bool] = {}
+
+
 def is_user_file(filename: str) -> bool:
     """True for code the user wrote: neither gradgen itself nor the libraries it wraps."""
+    known = USER_FILES.get(filename)
+    if known is None:
+        if len(USER_FILES) >= 4096:  # (exec'd code may name a new file each time)
+            USER_FILES.clear()
+        known = USER_FILES[filename] = _is_user_path(filename)
+    return known
+
+
+def _is_user_path(filename: str) -> bool:
     if filename.startswith(("<__array_function__", "<frozen")):
         return False
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
@@ -77,30 +101,56 @@ def loc_of_frame(frame) -> SourceLoc | None:
 
 # Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
 # a long unrolled function each lookup costs as much as the function is long (0.7 ms at
-# 20,000 lines). A long function's table is read once into a list, indexed by instruction.
+# 20,000 lines). A long function's table is read once (``co_lines``: a few ranges per
+# statement) and searched by bisection. (Filling a list with the line of every instruction
+# cost a microsecond per op; unpacking the ranges with ``zip(*...)`` grows faster than the
+# function from 10,000 ops on.)
 _LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
-# id(code) -> (weak reference to the code, line per instruction); code objects hash by their
-# whole contents, so they are not keys themselves
-_LINES_OF_CODE: dict[int, tuple[weakref.ref, list]] = {}
+# id(code) -> _LineTable; code objects hash by their whole contents, so they are not keys
+_LINES_OF_CODE: dict[int, _LineTable] = {}
+
+
+class _LineTable(NamedTuple):
+    code: weakref.ref  # (the code object itself would be kept alive by the cache)
+    ranges: list[tuple[int, int, int | None]]  # co_lines(): (start, end, line)
+    starts: list[int]  # byte offset where each range starts, for bisect
 
 
 def frame_line(frame) -> int:
-    """``frame.f_lineno``, in constant time however long the frame's function is."""
+    """``frame.f_lineno``, in logarithmic time however long the frame's function is."""
     code = frame.f_code
-    if len(code.co_code) < _LONG_CODE:
-        return frame.f_lineno
-    known = _LINES_OF_CODE.get(id(code))
-    if known is None or known[0]() is not code:
-        key = id(code)
-        lines = [None] * (len(code.co_code) // 2)
-        for start, end, line in code.co_lines():
-            lines[start // 2:end // 2] = [line] * ((end - start) // 2)
-        known = _LINES_OF_CODE[key] = (
-            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), lines)
-    lines = known[1]
-    lasti = frame.f_lasti // 2
-    line = lines[lasti] if 0 <= lasti < len(lines) else None
-    return line if line is not None else frame.f_lineno
+    table = _last_table
+    if table.code() is not code:  # (the ops of a trace come from one long function, mostly)
+        if len(code.co_code) < _LONG_CODE:
+            return frame.f_lineno
+        table = _line_table(code)
+    lasti = frame.f_lasti
+    k = bisect.bisect_right(table.starts, lasti) - 1
+    if k >= 0:
+        _, end, line = table.ranges[k]
+        if lasti < end and line is not None:
+            return line
+    return frame.f_lineno
+
+
+def _line_table(code) -> _LineTable:
+    global _last_table
+    key = id(code)
+    table = _LINES_OF_CODE.get(key)
+    if table is None or table.code() is not code:
+        ranges = list(code.co_lines())
+        table = _LINES_OF_CODE[key] = _LineTable(
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), ranges,
+            [start for start, _, _ in ranges])
+    _last_table = table  # one assignment: another thread sees the old table or the new
+    return table
+
+
+class _Gone:
+    pass
+
+
+_last_table = _LineTable(weakref.ref(_Gone()), [], [])  # a dead reference: no table yet
 
 
 def current_loc() -> SourceLoc | None:
@@ -199,17 +249,46 @@ def function_source(code) -> str | None:
 def parameter_names(fn, n: int, skip: int = 0) -> list[str]:
     """Names for ``n`` positional arguments of ``fn`` (after the first ``skip`` parameters,
     e.g. a Function's ctx): its own parameter names, ``args_1``... for ``*args``."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())[skip:]
-    except (TypeError, ValueError):
-        params = []
+    params = _parameters(fn)[skip:]
     names = []
     for i in range(n):
-        if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY,
-                                                   params[i].POSITIONAL_OR_KEYWORD):
-            names.append(params[i].name)
-        elif params and params[-1].kind == params[-1].VAR_POSITIONAL:
-            names.append(f"{params[-1].name}_{i - len(params) + 1}")
+        if i < len(params) and params[i][1] == _POSITIONAL:
+            names.append(params[i][0])
+        elif params and params[-1][1] == _VAR_POSITIONAL:
+            names.append(f"{params[-1][0]}_{i - len(params) + 1}")
         else:
             names.append(f"arg{i}")
     return names
+
+
+_POSITIONAL, _VAR_POSITIONAL, _OTHER = range(3)
+_CO_VARARGS, _CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+
+
+def _parameters(fn) -> list[tuple[str, int]]:
+    """(name, kind) of each parameter of ``fn``, in order. A plain function's are read from
+    its code object (``inspect.signature`` costs as much as tracing a dozen ops); anything
+    else (a method, a partial, a wrapped or annotated-signature callable) asks inspect."""
+    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__") and not hasattr(
+            fn, "__signature__"):
+        code = fn.__code__
+        names = code.co_varnames
+        positional = code.co_argcount  # (positional-only ones included)
+        keyword_only = code.co_kwonlyargcount
+        params = [(name, _POSITIONAL) for name in names[:positional]]
+        rest = positional + keyword_only
+        if code.co_flags & _CO_VARARGS:
+            params.append((names[rest], _VAR_POSITIONAL))
+            rest += 1
+        params += [(name, _OTHER) for name in names[positional:positional + keyword_only]]
+        if code.co_flags & _CO_VARKEYWORDS:
+            params.append((names[rest], _OTHER))
+        return params
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    kinds = {inspect.Parameter.POSITIONAL_ONLY: _POSITIONAL,
+             inspect.Parameter.POSITIONAL_OR_KEYWORD: _POSITIONAL,
+             inspect.Parameter.VAR_POSITIONAL: _VAR_POSITIONAL}
+    return [(p.name, kinds.get(p.kind, _OTHER)) for p in signature.parameters.values()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import weakref
@@ -13,22 +14,40 @@ from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
 from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
-from .peephole import float_literal
-from .source import SourceLoc, current_loc, frame_line, is_user_file
+from .peephole import float_literal, negated_path
+from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
 
 class _State(threading.local):
-    """Per thread: the location and rule ops are recorded under (at_loc), the naming
-    watcher, the stack of traces. Class defaults, so a new thread reads None."""
+    """Per thread: the location and rule ops are recorded under (at_loc), the stack of
+    traces, what _user_loc keeps. Class defaults, so a new thread reads None."""
 
     loc = None
     origin = None
-    watch = None
     stack = None
-    last_loc = None
+    where = None
 
 
 _state = _State()
+
+
+class _Where:
+    """What ``_user_loc`` reads for every recorded op, in one thread: the naming watcher and
+    the last location it made. A plain slotted object, one ``_state.where`` away: an
+    attribute of a threading.local costs six times as much to read."""
+
+    __slots__ = ("last_loc", "watch")
+
+    def __init__(self):
+        self.watch = None
+        self.last_loc: SourceLoc | None = None
+
+
+def _where() -> _Where:
+    where = _state.where
+    if where is None:
+        where = _state.where = _Where()
+    return where
 
 
 class at_loc:
@@ -64,27 +83,33 @@ def swap_loc(loc, origin=None) -> tuple:
 def set_watcher(watch) -> None:
     """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
     (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
-    _state.watch = watch
+    _where().watch = watch
 
 
 def _user_loc() -> SourceLoc | None:
-    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame."""
+    """The innermost user frame's location, as ``current_loc``; the watcher sees the frame.
+    (Runs once per recorded op: the frames between are looked up in a dict, not a call.)"""
     frame = sys._getframe(2)
     callee = None
-    while frame is not None and not is_user_file(frame.f_code.co_filename):
+    user_files = USER_FILES
+    while True:
+        code = frame.f_code
+        mine = user_files.get(code.co_filename)
+        if mine or mine is None and is_user_file(code.co_filename):
+            break
         callee, frame = frame, frame.f_back
-    if frame is None:
-        return None
+        if frame is None:
+            return None
     line = frame_line(frame)
-    watch = _state.watch
+    where = _state.where or _where()
+    watch = where.watch
     if watch is not None:
         watch(frame, callee, line)
-    code = frame.f_code
-    last = _state.last_loc  # the ops of one line share its SourceLoc (immutable)
+    last = where.last_loc  # the ops of one line share its SourceLoc (immutable)
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):
         return last
-    loc = _state.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    loc = where.last_loc = SourceLoc(code.co_filename, line, code.co_name)
     return loc
 
 
@@ -99,6 +124,15 @@ def _stack() -> list[Trace]:
     if stack is None:
         stack = _state.stack = []
     return stack
+
+
+def _const_key(value):
+    """What tells scalar constants apart: a float other than 0.0, -0.0 and nan is its own
+    key (no other key equals a float: ints and bools are keyed by type and repr); the rest by
+    type and repr, which keeps 0.0 and -0.0 apart and nan equal to itself."""
+    if type(value) is float and value and not math.isnan(value):
+        return value
+    return (type(value), repr(value))
 
 
 class Trace:
@@ -129,8 +163,10 @@ class Trace:
         # computed from them alone): their values may be used as plain numbers.
         self.constant: set[Node] = set()
         # Reverse mode: the graph's nodes by what they compute (peephole.Shared), so the
-        # backward never makes a node the graph already has
+        # backward never makes a node the graph already has; and the adjoint that only one
+        # rule reads, while that rule runs (peephole.negated_path may rebuild it)
         self.shared = None
+        self.sole_adjoint = None
 
     def __enter__(self) -> Self:
         _stack().append(self)
@@ -159,6 +195,10 @@ class Trace:
         return Tracer(self, node.out, value)
 
     def const(self, value) -> Ref:
+        if type(value) is float and value and not math.isnan(value):  # not 0.0, -0.0, nan
+            ref = self._consts.get(value)  # (a float's own key: the common case, no repr)
+            if ref is not None:
+                return ref
         try:
             aval = aval_of(value)
         except TypeError:
@@ -166,7 +206,7 @@ class Trace:
                 f"a {type(value).__name__} value was combined with a traced value",
                 current_loc(), "gradgen traces numbers and NumPy arrays of numbers") from None
         if aval.shape == ():  # scalars are shared; arrays are left to CSE
-            key = (type(value), repr(value))
+            key = _const_key(value)
             ref = self._consts.get(key)
             if ref is None:
                 ref = self._consts[key] = self._const_node(value, aval)
@@ -179,7 +219,7 @@ class Trace:
         for node in nodes:
             if node.op.name == "const" and node.aval.shape == ():
                 value = node.attrs["value"]
-                self._consts.setdefault((type(value), repr(value)), node.out)
+                self._consts.setdefault(_const_key(value), node.out)
 
     def _const_node(self, value, aval) -> Ref:
         node = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
@@ -237,6 +277,67 @@ class Trace:
 
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
+    # Python numbers only, traced in one trace? (scalar code, and every backward of it)
+    trace = None
+    for a in args:
+        if type(a) is Tracer:
+            if type(a._value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
+                return _bind_general(op, args, attrs)
+            trace = a._trace
+        elif type(a) not in _PY_AVALS:
+            return _bind_general(op, args, attrs)
+    if trace is None:
+        return op.impl(*args, **attrs)
+    # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
+    # number, and a derivative that does not exist there is reported where it is made)
+    values, refs = [], []
+    constant = True
+    for a in args:
+        if type(a) is Tracer:
+            ref = a.ref
+            values.append(a._value)
+            if constant and ref.node not in trace.constant:
+                constant = False
+        else:
+            values.append(a)
+            if type(a) is int and trace.role == "bwd" and len(args) == 2:  # a rule's 1 or 2
+                ref = trace.const(float_literal(op.name, a, args[a is args[0]]))
+            else:
+                ref = trace.const(a)
+        refs.append(ref)
+    if (trace.shared is not None and op.name in _SIGNED
+            and refs[-1].node.op.name in _MAY_BE_NEGATED):
+        cancelled = _signs_cancelled(trace, op, refs)
+        if cancelled is not None:
+            return cancelled
+    out = op.impl(*values, **attrs)
+    aval = _PY_AVALS.get(type(out))
+    if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
+        return _record(trace, op, tuple(refs), attrs, out, constant, args)
+    refs = tuple(refs)
+    shared = trace.shared
+    key = None
+    if shared is not None:
+        same, key = shared.find(op, refs, attrs, aval)
+        if same is not None:
+            return Tracer(trace, same, out)
+    state = _state
+    node = Node(op, refs, attrs, (aval,), state.loc or _user_loc(), None, trace.role, None,
+                state.origin)
+    trace.nodes.append(node)
+    if key is not None:
+        shared.known[key] = node
+    if constant:
+        trace.constant.add(node)
+    trace.values[node] = out
+    result = _new_tracer(Tracer)  # Tracer(trace, node.out, out) without the call
+    result._trace, result.ref, result._value = trace, _new_ref(Ref, (node, 0)), out
+    return result
+
+
+def _bind_general(op, args, attrs):
+    """``bind`` for anything: tracers of nested traces (lifted), arrays (on shapes alone in
+    a lazy trace), pending values, NumPy scalars."""
     trace = None
     for a in args:
         if isinstance(a, Tracer) and (trace is None or a._trace.level > trace.level):
@@ -263,6 +364,11 @@ def bind(op, args, attrs) -> object:
         refs.append(ref)
         if scalars and ref.node.avals[ref.index].shape:
             scalars = False
+    if (trace.shared is not None and op.name in _SIGNED
+            and refs[-1].node.op.name in _MAY_BE_NEGATED):
+        cancelled = _signs_cancelled(trace, op, refs)
+        if cancelled is not None:
+            return cancelled
     pending = Pending in map(type, values)
     if trace.lazy and not constant and (pending or not scalars):
         result = _bind_abstract(trace, op, values, refs, attrs, args, pending)
@@ -272,6 +378,11 @@ def bind(op, args, attrs) -> object:
         values = [concrete(trace.values, r) if type(v) is Pending else v
                   for v, r in zip(values, refs, strict=True)]
     out = op.impl(*values, **attrs)
+    return _record(trace, op, tuple(refs), attrs, out, constant, args)
+
+
+def _record(trace, op, refs, attrs, out, constant, args):
+    """The node of ``op(*refs)`` whose value is ``out`` (or the one Shared finds equal)."""
     try:
         avals = [aval_of(o) for o in out] if op.n_out > 1 else (
             _PY_AVALS.get(type(out)) or aval_of(out),)  # a Python number's: no call
@@ -280,7 +391,6 @@ def bind(op, args, attrs) -> object:
                                    _state.loc or current_loc()) from None
     key = None
     if trace.shared is not None:
-        refs = tuple(refs)
         same, key = trace.shared.find(op, refs, attrs, avals[0])
         if same is not None:
             return Tracer(trace, same, out)
@@ -301,6 +411,40 @@ def bind(op, args, attrs) -> object:
     if op.extra.get("view") and isinstance(args[0], Tracer):
         _register_view(args[0], result, node)
     return result
+
+
+_SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
+_MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
+
+
+def _signs_cancelled(trace, op, refs):
+    """Reverse mode: ``op(*refs)`` with a pair of signs cancelled, or None when it has none:
+    -(-g * s) is g * s, u - (-g * s) is u + g * s, (-a * b) * (-c) is a * b * c. Exact (see
+    peephole.negated_path), and the rules stay as the maths reads (d cos = -g * sin)."""
+    name = op.name  # (the caller saw that the last operand may carry a sign)
+    if name == "neg":
+        path = negated_path(refs[0], trace.sole_adjoint)
+        if path is None or (len(path) == 1 and refs[0].aval.py is None):
+            return None  # an array's -(-x) is x itself: fold's, once aliasing is known
+        return _without_sign(trace, path)
+    if name == "sub":
+        path = negated_path(refs[1], trace.sole_adjoint)
+        if path is None:
+            return None
+        return bind(OPS["add"], (trace.tracer(refs[0]), _without_sign(trace, path)), {})
+    first = negated_path(refs[0], trace.sole_adjoint)  # mul, div: both operands negated
+    second = negated_path(refs[1], trace.sole_adjoint) if first is not None else None
+    if second is None:
+        return None
+    return bind(op, (_without_sign(trace, first), _without_sign(trace, second)), {})
+
+
+def _without_sign(trace, path: list[Node]) -> Tracer:
+    """The value of ``path``'s first node with its negation (the last node) left out."""
+    value = trace.tracer(path[-1].inputs[0])
+    for node in reversed(path[:-1]):
+        value = bind(node.op, (value, trace.tracer(node.inputs[1])), {})
+    return value
 
 
 def _bind_abstract(trace, op, values, refs, attrs, args, pending):
@@ -341,6 +485,9 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
+_new_tracer = object.__new__  # a Tracer whose three fields bind sets itself (Tracer.__init__)
+
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
 
@@ -354,16 +501,19 @@ def _unsupported(what: str, hint: str | None = None) -> UnsupportedOperation:
 class Tracer:
     """A value seen by the user's code while tracing: the concrete value plus its node."""
 
-    __slots__ = ("__weakref__", "_trace", "_value", "base", "history", "ref", "views")
+    # What only arrays written in place have lives in the instance __dict__, made on the first
+    # write (most tracers never get one): the class holds the defaults. A tracer is made per
+    # recorded op, so its constructor sets three fields, not six.
+    __slots__ = ("__dict__", "__weakref__", "_trace", "_value", "ref")
     __array_priority__ = 1000
+    base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
+    views: list[weakref.ref] | None = None  # live views of this array
+    history: list[Node] | None = None  # older versions, overwritten in place
 
-    def __init__(self, trace: Trace, ref: Ref, value):
+    def __init__(self, trace: Trace, ref: Ref, value):  # (bind sets the same three itself)
         self._trace = trace
         self.ref = ref
         self._value = value  # or Pending: computed when first asked for
-        self.base: tuple[Tracer, Node] | None = None  # (array it is a view of, view node)
-        self.views: list[weakref.ref] | None = None  # live views of this array
-        self.history: list[Node] | None = None  # older versions, overwritten in place
 
     @property
     def value(self):

@@ -21,11 +21,12 @@ class _FrameNames:
     """Per user frame: the line running now, and finished assignment lines not yet matched
     with the values they bound."""
 
-    __slots__ = ("callee", "finished", "first", "lasti", "line", "table", "targets")
+    __slots__ = ("callee", "finished", "first", "info", "lasti", "line", "table", "targets")
 
     def __init__(self, frame, callee, table):
         self.table = table  # line -> LineInfo of the frame's file
         self.line = frame_line(frame)
+        self.info = table.get(self.line)  # what the running line assigns, if known
         self.lasti = frame.f_lasti
         self.callee = callee  # the frame it was calling when last seen
         self.first = SERIALS.peek  # the first node the running line may have made
@@ -88,8 +89,13 @@ class BindingObserver:
         """A value is about to be recorded from user ``frame`` (running ``line``, if known),
         inside its call ``callee``."""
         state = self.frames.get(frame)
-        if state is not None and frame is self.stack[-1]:
-            self._step(frame, state, callee, line)
+        if state is not None and frame is self.stack[-1]:  # (once per op: _step, inline)
+            lasti = frame.f_lasti
+            if line == state.line and (lasti > state.lasti or lasti == state.lasti
+                                       and callee is state.callee):
+                state.lasti, state.callee = lasti, callee
+                return
+            self._next_line(frame, state, callee, line, lasti)
             return
         new = []  # user frames not seen before, innermost first, with the frame each calls
         known = frame
@@ -113,18 +119,27 @@ class BindingObserver:
                                    and callee is state.callee):
             state.lasti, state.callee = lasti, callee  # still the same run of the line
             return
-        self._finish_line(state)
+        self._next_line(frame, state, callee, line, lasti)
+
+    def _next_line(self, frame, state: _FrameNames, callee, line: int, lasti: int) -> None:
+        """``frame`` has moved on to ``line`` (or runs it again)."""
+        peek = SERIALS.peek
+        done = state.info  # (_finish_line, inline: this runs once per line)
+        if done is not None and done.targets:
+            state.finished.append((done.targets, state.first, peek))
+            state.targets.update(done.targets)
         info = state.table.get(line)
-        if info is not None and state.targets.intersection(info.targets):
+        if info is not None and info.targets and not state.targets.isdisjoint(info.targets):
             self._resolve(frame, state)  # before this line binds one of the names again
-        state.line, state.lasti, state.callee = line, lasti, callee
-        state.first = SERIALS.peek
+        state.line, state.lasti, state.callee, state.info, state.first = (
+            line, lasti, callee, info, peek)
 
     @staticmethod
-    def _finish_line(state: _FrameNames) -> None:
-        info = state.table.get(state.line)
+    def _finish_line(state: _FrameNames, end: int) -> None:
+        """The running line is done: remember what it assigned and the nodes it made."""
+        info = state.info
         if info is not None and info.targets:
-            state.finished.append((info.targets, state.first, SERIALS.peek))
+            state.finished.append((info.targets, state.first, end))
             state.targets.update(info.targets)
 
     def _returned(self, depth: int) -> None:
@@ -132,7 +147,7 @@ class BindingObserver:
         while len(self.stack) > depth:
             frame = self.stack.pop()
             state = self.frames.pop(frame)
-            self._finish_line(state)
+            self._finish_line(state, SERIALS.peek)
             self._resolve(frame, state)
 
     @staticmethod

@@ -18,12 +18,13 @@ from __future__ import annotations
 import ast
 import functools
 import linecache
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..abstract import Pending, concrete
-from ..ir import Graph, Node, Ref, aval_of
+from ..ir import Aval, Graph, Node, Ref, aval_of
 from ..ops import OPS
 from ..optimize.dce import dce
 from ..peephole import hashable as _hashable
@@ -56,6 +57,8 @@ def _output_value(values, ref: Ref):
 def roll_loops(graph: Graph, values: dict) -> Graph:
     """``graph`` with every run of at least MIN_TRIPS uniform iterations replaced by a loop
     node; repeated so that a loop whose iterations are loops rolls too."""
+    if not _may_repeat(graph.nodes):
+        return graph  # (nor would it after gather: the trips' own ops do not repeat)
     if any(n.op.extra.get("statement") for n in graph.nodes):
         # ``prev = h[t]`` is read again after every later write into h (a view follows its
         # array); the reads nobody uses would make the first trip look unlike the others
@@ -112,8 +115,10 @@ def _const_key(node: Node):
 class _Plan:
     """A run of ``trips`` uniform iterations found at ``iters``, with how each input slot of
     the body is fed: ("in", position, index), ("carry", position, index), ("out", node,
-    index) for an invariant, or ("const", key). ``moving`` holds the body's reads and writes
-    of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
+    index) for an invariant, ("const", key), ("vary", j, s) for a number new every trip, or
+    ("each", j, s) for a value from before the loop that each trip takes its own of (``for x
+    in xs`` over a list: one argument per trip). ``moving`` holds the body's reads and
+    writes of a carried buffer at a row that moves with the trip (``h[t] = ...``)."""
 
     iters: list[list[Node]]
     trips: int
@@ -123,11 +128,43 @@ class _Plan:
     hoisted: list[int]
     moving: dict[int, Slice]
     varying: list[tuple[int, int]]
+    gathered: list[tuple[int, int]]
+
+
+class _Trips:
+    """The trips of a candidate run, ``seq[start + k * period:start + (k + 1) * period]``
+    for k < trips, each cut out when first asked for: a candidate that fails after a few
+    trips costs those trips, not the whole run (the search stays linear)."""
+
+    __slots__ = ("_cut", "_period", "_seq", "_start", "trips")
+
+    def __init__(self, seq: list[Node], start: int, period: int, trips: int):
+        self._seq, self._start, self._period, self.trips = seq, start, period, trips
+        self._cut: dict[int, list[Node]] = {}
+
+    def __len__(self) -> int:
+        return self.trips
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self.trips))]
+        if k < 0:
+            k += self.trips
+        if not 0 <= k < self.trips:
+            raise IndexError(k)
+        trip = self._cut.get(k)
+        if trip is None:
+            begin = self._start + k * self._period
+            trip = self._cut[k] = self._seq[begin:begin + self._period]
+        return trip
+
+    def __iter__(self):
+        return (self[k] for k in range(self.trips))
 
 
 def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     seq = [n for n in nodes if n.op.name not in _FREE]
-    if len(seq) < 2 * MIN_TRIPS:
+    if len(seq) < 2 * MIN_TRIPS or not _may_repeat(seq):
         return nodes, outputs, False
     ids: dict = {}
     keys = [ids.setdefault(_key(n), len(ids)) for n in seq]
@@ -143,9 +180,10 @@ def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     for ref in outputs:
         users.setdefault(ref.node, []).append(None)
     plans = []
+    runs: dict[int, tuple[int, int]] = {}
     i = 0
     while i < len(seq):
-        plan, skip = _find_at(seq, keys, following, i, users)
+        plan, skip = _find_at(seq, keys, following, i, users, runs)
         if plan is None:
             i += skip
             continue
@@ -157,7 +195,31 @@ def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     return new_nodes, new_outputs, True
 
 
-def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
+def _repeats(keys, i: int, period: int, runs: dict[int, tuple[int, int]]) -> int:
+    """How many times ``keys[i:i + period]`` repeats from i on. ``runs`` remembers, per
+    period, the last stretch where every key equals the one a period later: a search that
+    moves on inside that stretch does not compare it again."""
+    known = runs.get(period)
+    if known is not None and known[0] <= i < known[1]:
+        stop = known[1]
+    else:
+        stop, end = i, len(keys) - period
+        while stop < end and keys[stop] == keys[stop + period]:
+            stop += 1
+        runs[period] = (i, stop)
+    return 1 + (stop - i) // period
+
+
+def _may_repeat(nodes: list[Node]) -> bool:
+    """Does some op of some source line (inputs and constants aside) occur MIN_TRIPS times?
+    A loop of MIN_TRIPS trips repeats each op of its body that often: straight-line code is
+    given back after this one count, before any key is built."""
+    lines = Counter([(n.op.name, n.loc.line if n.loc is not None else 0) for n in nodes
+                     if n.op.name not in _FREE])
+    return bool(lines) and max(lines.values()) >= MIN_TRIPS
+
+
+def _find_at(seq, keys, following, i, users, runs) -> tuple[_Plan | None, int]:
     """The loop starting at ``seq[i]``, if any; else how far to move on."""
     j = following[i]
     skip = 1
@@ -167,20 +229,14 @@ def _find_at(seq, keys, following, i, users) -> tuple[_Plan | None, int]:
         period = j - i
         if i + MIN_TRIPS * period > len(keys):
             break
-        base = keys[i:j]
-        reps = 1
-        while keys[i + reps * period:i + (reps + 1) * period] == base:
-            reps += 1
+        reps = _repeats(keys, i, period, runs)
         if reps >= MIN_TRIPS and not _unrolls(seq[i:j], reps):
             # Where a trip starts: here, a trip later (the first may differ), or a few ops
             # later (``steps[t]`` read on a later line belongs to the next trip, not to this).
             # The first source line of the body is where a trip most likely starts.
             offsets = sorted(range(min(period, 8)), key=lambda r: (_line(seq[i + r]), r))
             for start in (s for r in offsets for s in (i + r, i + r + period)):
-                trips = reps - (start > i)
-                iters = [seq[start + k * period:start + (k + 1) * period]
-                         for k in range(trips)]
-                plan = _plan(iters, users)
+                plan = _plan(_Trips(seq, start, period, reps - (start > i)), users)
                 if isinstance(plan, _Plan):
                     return plan, 0
                 if isinstance(plan, int):  # the uniform trips ended too soon: look after them
@@ -196,10 +252,14 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
     if any(n.op.n_out > 1 or n.op.extra.get("statement") and not _row_op(n)
            for n in iters[0]):
         return None  # np.add.at, out=, ...: their versions stay unrolled
-    where: dict[Node, tuple[int, int]] = {}
-    for k, trip in enumerate(iters):
-        for j, node in enumerate(trip):
+    where: dict[Node, tuple[int, int]] = {}  # trip and place of each node, trips 0..k
+
+    def locate(k: int) -> None:  # trips are placed as the checks reach them
+        for j, node in enumerate(iters[k]):
             where[node] = (k, j)
+
+    locate(0)
+    locate(1)
 
     def classify(k: int, ref: Ref) -> tuple:
         node = ref.node
@@ -230,6 +290,15 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                     varying.add((j, s))
                     classes[j][s] = ("vary", j, s)
                     valid = min(valid, run)
+    gathered: set[tuple[int, int]] = set()  # for x in xs: each trip's own outside value
+    for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
+        for s, (c, ref) in enumerate(zip(classes[j], b.inputs, strict=True)):
+            # (NumPy values only: a row of a stack of Python floats would be a NumPy float)
+            if c[0] == "out" and not _row_op(b) and ref.aval.py is None:
+                before = classify(0, a.inputs[s])
+                if before[0] == "out" and before != c and a.inputs[s].aval == ref.aval:
+                    gathered.add((j, s))
+                    classes[j][s] = ("each", j, s)
     slices: dict[int, Slice] = {}  # xs[t] of a value from before the loop: a body input
     moving: dict[int, Slice] = {}  # h[t] = ..., h[t - 1] of a carried buffer: in the body
     for j, (a, b) in enumerate(zip(iters[0], iters[1], strict=True)):
@@ -251,11 +320,14 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             elif d < 0 and x >= 0:
                 valid = min(valid, x // -d + 1)
     for k in range(2, valid):
+        locate(k)
         same = True
         for j, node in enumerate(iters[k]):
             expected = classes[j]
             for s, ref in enumerate(node.inputs):
-                if classify(k, ref) != expected[s] and (j, s) not in varying:
+                if classify(k, ref) != expected[s] and (j, s) not in varying and not (
+                        (j, s) in gathered and classify(k, ref)[0] == "out"
+                        and ref.aval == node.inputs[s].aval == iters[0][j].inputs[s].aval):
                     same = False
                     break
             row = slices.get(j) or moving.get(j)
@@ -275,7 +347,7 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
             expected = classes[j][s]
             first = classify(0, ref)
             if expected[0] != "carry":
-                if first != expected and expected[0] != "vary":
+                if first != expected and expected[0] not in ("vary", "each"):
                     return None
                 continue
             if first[0] not in ("out", "const"):
@@ -301,7 +373,8 @@ def _plan(iters: list[list[Node]], users) -> _Plan | int | None:
                 and all(c[0] in ("out", "const") or c[0] == "in" and c[1] in hoisted
                         for c in classes[j])):
             hoisted.append(j)
-    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying))
+    return _Plan(iters[:trips], trips, classes, inits, slices, hoisted, moving, sorted(varying),
+                 sorted(gathered))
 
 
 def _per_trip_number(node: Node, s: int) -> bool:
@@ -522,6 +595,14 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
         values[table] = table_value
         tables.append(table)
         per_trip[(j, s)] = new_input(aval_of(table_value[0]), None, table_value[0])
+    for j, s in plan.gathered:  # for x in xs: the trips' own values, stacked before the loop
+        refs = [subst.get(r, r) for r in (trip[j].inputs[s] for trip in plan.iters)]
+        row = refs[0].aval
+        stacked = Node(OPS["stack"], refs, {"axis": 0},
+                       (Aval((plan.trips, *row.shape), row.dtype),), first[j].loc, None, "fwd")
+        values[stacked] = np.stack([concrete(values, r) for r in refs])
+        tables.append(stacked)
+        per_trip[(j, s)] = new_input(row, refs[0].node.name, values[stacked][0])
     outside: list[Node] = []  # the loop-invariant nodes, moved before the loop
     hoisted: dict[int, Node] = {}
     for j in plan.hoisted:
@@ -575,7 +656,7 @@ def _build(plan: _Plan, values: dict, subst: dict) -> list[Node]:
                 body_nodes += made_nodes
                 body_values.update((n, _formula_value(n, body_values)) for n in made_nodes)
                 ins.append(made_nodes[-1].out)
-            elif c[0] == "vary":
+            elif c[0] in ("vary", "each"):
                 ins.append(per_trip[(c[1], c[2])].out)
             else:
                 ins.append(invariants[ref].out)
@@ -647,8 +728,12 @@ def _loops_in(filename: str) -> tuple[tuple[int, int, str | None], ...]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.For | ast.While):
-            var = node.target.id if isinstance(node, ast.For) and isinstance(
-                node.target, ast.Name) else None
+            # the user's name for the counter: only ``for t in range(...)`` has one (in ``for x
+            # in xs`` x is a row, and the rolled loop counts with t)
+            counts = (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+                      and isinstance(node.iter, ast.Call)
+                      and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range")
+            var = node.target.id if counts else None
             found.append((node.lineno, node.end_lineno or node.lineno, var))
     return tuple(found)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from ..ops.registry import Expr
 from ..optimize import optimize
 from .batch import Batched, Operand, batch_sums, hoist_row_products
 from .region import BackwardPlan, Moving, Region, Slice, has_moving
+
+_NODE_OP = attrgetter("op")  # loops are found from the set of a graph's ops, in C
 
 
 @dataclass
@@ -325,13 +328,14 @@ class RegionWriter:
         self.emit_body = emit_body  # emit.emit_loop_body: bodies print like functions
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
-        has_loops = any(n.op.extra.get("region") for n in graph.nodes)
+        has_loops = any(op.extra.get("region") for op in set(map(_NODE_OP, graph.nodes)))
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
                             if n.op.name == "loop_bwd"} if has_loops else {}
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
         # other inputs are there for the graph's sake (its forward loop saved what it needs).
         self.last: dict[Node, int] = {}
-        self.position = {node: position for position, node in enumerate(graph.nodes)}
+        self.position = ({node: position for position, node in enumerate(graph.nodes)}
+                         if has_loops else {})
         for position, node in enumerate(graph.nodes if has_loops else ()):
             reads = node.inputs
             if node.op.name == "loop_bwd":

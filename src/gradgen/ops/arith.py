@@ -50,7 +50,7 @@ def _pow_dx(g, ans, x, y):
     """d(u ** v)/du = v * u ** (v - 1), and 0 where v == 0 (also at u == 0, where the formula
     reads 0 * inf), as in JAX and autograd, right at every order."""
     if not _is_traced(y):  # a constant exponent: decide with its value, no select needed
-        if np.ndim(y) == 0:
+        if type(y) in (int, float) or np.ndim(y) == 0:  # (a Python number: no NumPy call)
             if y == 0:
                 return zeros_like(x)
             return g * y * x ** (y - 1)

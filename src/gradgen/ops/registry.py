@@ -215,7 +215,10 @@ def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
                 return Expr(f"{left}**{right}", prec)
             return Expr(f"{left} {symbol} {right}", prec)
         # never reassociate: an equal-precedence right operand keeps its parentheses
-        left, right = a.at(prec), b.at(prec + 1)
+        left = a.text if a.prec >= prec else f"({a.text})"
+        right = b.text if b.prec > prec else f"({b.text})"
+        if a.neg is None and b.neg is None:  # nearly always: no sign to move
+            return Expr(f"{left} {symbol} {right}", prec)
         if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
             return sum_expr(a, [b.neg])
         if symbol == "*" and b.neg is not None and backward and _NONZERO_NUMBER.fullmatch(left):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 
 import numpy as np
+from numpy.lib.array_utils import byte_bounds
 
 from ..abstract import shaped_value
 from ..ir import Graph, Node, Ref
@@ -16,9 +18,22 @@ from .dce import dce
 from .dead_writes import drop_dead_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
+from .scan import forget_scan, scan
 
-PASSES = (dce, cse, fold, flatten_sums, slice_updates, drop_dead_writes, stack_outer_products,
-          batch_matvecs)
+# The passes in the order they run, each with the ops it rewrites: a pass is skipped while
+# the graph has none of them (None: any graph). The ops are counted by the one walk that
+# cse and fold read too (scan.py), where each pass's own test would be one more walk.
+PASS_TABLE = (
+    (dce, None),
+    (cse, None),
+    (fold, None),
+    (flatten_sums, {"add_n"}),
+    (slice_updates, {"scatter"}),
+    (drop_dead_writes, {"index_update"}),
+    (stack_outer_products, {"outer"}),
+    (batch_matvecs, {"matmul"}),
+)
+PASSES = tuple(run for run, _ in PASS_TABLE)
 # Passes whose one sweep leaves nothing for a second sweep of the same pass to do (dce keeps
 # everything a live node reads; cse resolves readers before it keys them, so the readers of
 # merged duplicates merge in the same sweep): tests/test_optimize.py checks both.
@@ -31,15 +46,24 @@ def optimize(graph: Graph, verify: bool = False, max_rounds: int = 8) -> Graph:
     # the graph counts itself as done: running it again (cse is the dearest pass) would
     # only confirm that.
     unchanged = 0
-    for run in itertools.islice(itertools.cycle(PASSES), max_rounds * len(PASSES)):
+    ops, census_of = set(), None  # the op names in the graph last counted
+    for run, needs in itertools.islice(itertools.cycle(PASS_TABLE), max_rounds * len(PASSES)):
+        if needs is not None:
+            if census_of is not graph:
+                ops, census_of = scan(graph).ops, graph
+            if ops.isdisjoint(needs):
+                unchanged += 1
+                if unchanged == len(PASSES):
+                    return forget_scan(graph)
+                continue
         graph, changed = run(graph)
         if verify:
             graph.verify()
         unchanged = (1 if run in IDEMPOTENT else 0) if changed else unchanged + 1
         if unchanged == len(PASSES):
-            return graph  # dce was among the passes that found nothing to do
+            return forget_scan(graph)  # dce was among the passes that found nothing to do
     graph, _ = dce(graph)
-    return graph
+    return forget_scan(graph)
 
 
 def own_outputs(graph: Graph, positions) -> Graph:
@@ -51,7 +75,11 @@ def own_outputs(graph: Graph, positions) -> Graph:
     outputs, nodes = list(graph.outputs), list(graph.nodes)
     values = graph.meta.get("values") or {}
     stand_ins: dict[Ref, np.ndarray] = {}
-    handed_out: list[np.ndarray] = []
+    # per stand-in, the byte ranges of the views of it handed out so far, sorted: they never
+    # overlap one another (an overlapping one gets a copy), so an output's range is compared
+    # with its neighbours only (np.may_share_memory compares the same ranges), and views of
+    # different stand-ins never overlap
+    handed_out: dict[Ref, list[tuple[int, int]]] = {}
     for i in positions:
         ref = outputs[i]
         if ref.aval.py is not None or isinstance(shaped_value(values, ref), np.generic):
@@ -68,10 +96,15 @@ def own_outputs(graph: Graph, positions) -> Graph:
                 array = view.op.impl(array, **view.attrs)
             if not isinstance(array, np.ndarray):  # x[i, j] of an array: a NumPy scalar
                 continue
-            own = array.flags.writeable and not any(
-                np.may_share_memory(array, other) for other in handed_out)
-            if own:
-                handed_out.append(array)
+            own = array.flags.writeable
+            if own and array.size:  # (an empty array shares no memory)
+                ranges = handed_out.setdefault(base, [])
+                low, high = byte_bounds(array)
+                at = bisect.bisect_left(ranges, (low, high))
+                own = not (at > 0 and ranges[at - 1][1] > low
+                           or at < len(ranges) and ranges[at][0] < high)
+                if own:
+                    ranges.insert(at, (low, high))
         if not own:
             copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
             if ref.node in values:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from ..ir import Graph, Node
 from ..peephole import UNIQUE, node_key
 from .rewrite import Rewriter
+from .scan import scan
 
 
 def cse(graph: Graph) -> tuple[Graph, bool]:
+    if not scan(graph).duplicates:
+        return graph, False  # (a merge is what makes further duplicates: none to start one)
     rw = Rewriter(graph)
     keep = rw.keep
     seen: dict[tuple, Node] = {}

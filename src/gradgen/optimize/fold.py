@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
@@ -11,9 +12,7 @@ from ..ops import OPS
 from ..peephole import identical_input
 from .rewrite import Rewriter
 from .scalars import broadcast_outward, seed_outward
-
-# Not folded: they have side effects, carry names, or must stay visible (the seed).
-_KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
+from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
 
 
 def _identity(node: Node) -> Ref | None:
@@ -67,20 +66,8 @@ def _collapsed_view(node: Node) -> Node | None:
 
 
 _VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
-_PRODUCTS = ("mul", "div")  # what seed_outward sheds the seed from
 _INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
 _ONLY_CONST = {"const"}
-# A scalar node is looked at only when its op is one of these, or when it reads one of the
-# _SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a product of a
-# product (seed_outward) or a sum of a value with itself.
-_BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
-_SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
-
-
-def _is_seed_product(node: Node) -> bool:
-    """Is ``node`` ``seed * k`` (what seed_outward takes apart)?"""
-    a, b = node.inputs
-    return a.node.op.name == "seed" or b.node.op.name == "seed"
 
 
 def fold(graph: Graph) -> tuple[Graph, bool]:
@@ -92,84 +79,107 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         while node.op.name == "adjoint":
             node = node.inputs[0].node
             outputs.add(node)
+    nodes = graph.nodes
+    looked = scan(graph).foldable
+    done = 0
+    if looked is not None:
+        # Up to the first rewrite nothing is rebuilt: only the nodes a rewrite may apply to
+        # are looked at, and when none applies (scalar code, usually) that is all.
+        for i in itertools.compress(range(len(nodes)), map(looked.__contains__, nodes)):
+            rw.nodes += nodes[done:i]
+            _fold_node(nodes[i], nodes[i], rw, outputs)
+            done = i + 1
+            if rw.subst:
+                break
+        else:
+            return graph, False
     keep = rw.keep
-    for node in graph.nodes:
+    for node in nodes[done:]:
         new = rw.rebuilt(node) if rw.subst else node
-        name = node.op.name
-        if name in _KEEP or node.op.n_out != 1:
-            rw.keep(new)
-            continue
-        if not new.avals[0].shape and name not in _BY_NAME:  # most nodes of scalar code
-            for ref in new.inputs:  # (a plain loop: no per-node set or generator to make)
-                kind = ref.node.op.name
-                if kind in _SPECIAL_INPUTS or (kind == "mul" and name in _PRODUCTS
-                                               and _is_seed_product(ref.node)):
-                    break
-            else:
-                ins = new.inputs
-                if name != "add_n" or len(ins) != 2 or ins[0] != ins[1]:
-                    keep(new)  # no rewrite below applies: each needs one of these
-                    continue
-        same = _identity(new)
-        if same is not None and node in outputs and _owned_by_caller(same):
-            same = None
-        if same is not None:
-            rw.replace(node, same)
-            if new.name and same.node.name is None and same.node.role == new.role:
-                same.node.name = new.name
-            continue
-        # The rewrites below are tried only where they can apply (each also checks): most
-        # nodes of scalar code are scalar sin/mul/add, and these calls add up per node.
-        outward = broadcast_outward(new) if new.aval.shape else None
-        if outward is not None:
-            added, ref = outward
-            rw.add(added)
-            rw.replace(node, ref)
-            continue
-        collapsed = _collapsed_view(new) if node.op.name in _VIEWS else None
-        if collapsed is not None:
-            rw.add([collapsed])
-            rw.replace(node, collapsed.out)
-            continue
-        shed = seed_outward(new) if node.op.name in _PRODUCTS else None
-        if shed is not None:
-            rw.add(shed)
-            rw.replace(node, shed[-1].out)
-            continue
-        simpler = _unbroadcast(new)
-        if simpler is not None:
-            if rw.values is not None:
-                rw.values[simpler] = rw.values.get(new)
-            rw.keep(simpler)
-            rw.replace(node, simpler.out)
-            continue
-        if new.inputs and set(map(_INPUT_OP, new.inputs)) == _ONLY_CONST:
-            values = [r.node.attrs["value"] for r in new.inputs]
-            with np.errstate(all="ignore"):
-                try:
-                    value = new.op.impl(*values, **new.attrs)
-                    aval = aval_of(value)
-                except Exception:  # noqa: BLE001 - left to run (and raise) where the user sees it
-                    rw.keep(new)
-                    continue
-            if aval == new.aval:
-                const = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
-                if rw.values is not None:
-                    rw.values[const] = value
-                rw.keep(const)
-                rw.replace(node, const.out)
-                continue
-        if node.op.name == "add_n" and len(new.inputs) == 2 and new.inputs[0] == new.inputs[1]:
-            # t + t == 2 * t exactly in binary floating point
-            two = Node(OPS["const"], (), {"value": 2}, (aval_of(2),), None, None, "const")
-            doubled = Node(OPS["mul"], (two.out, new.inputs[0]), {}, new.avals, new.loc,
-                           new.name, new.role)
-            if rw.values is not None:
-                rw.values[two] = 2
-                rw.values[doubled] = rw.values.get(new)
-            rw.keep(two)
-            rw.keep(doubled)
-            rw.replace(node, doubled.out)
-            continue
-        rw.keep(new)
+        if looked is not None and new is node and node not in looked:
+            keep(node)
+        else:
+            _fold_node(node, new, rw, outputs)
     return rw.result(), rw.changed
+
+
+def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
+    """Keep ``new`` (``node`` with its inputs resolved), or replace ``node`` by what a
+    rewrite makes of it."""
+    name = node.op.name
+    if name in KEEP or node.op.n_out != 1:
+        rw.keep(new)
+        return
+    if not new.avals[0].shape and name not in BY_NAME:  # most nodes of scalar code
+        for ref in new.inputs:
+            kind = ref.node.op.name
+            if kind in SPECIAL_INPUTS or (kind == "mul" and name in PRODUCTS
+                                           and is_seed_product(ref.node)):
+                break
+        else:
+            ins = new.inputs
+            if name != "add_n" or len(ins) != 2 or ins[0] != ins[1]:
+                rw.keep(new)  # no rewrite below applies: each needs one of these
+                return
+    same = _identity(new)
+    if same is not None and node in outputs and _owned_by_caller(same):
+        same = None
+    if same is not None:
+        rw.replace(node, same)
+        if new.name and same.node.name is None and same.node.role == new.role:
+            same.node.name = new.name
+        return
+    # The rewrites below are tried only where they can apply (each also checks): most
+    # nodes of scalar code are scalar sin/mul/add, and these calls add up per node.
+    outward = broadcast_outward(new) if new.aval.shape else None
+    if outward is not None:
+        added, ref = outward
+        rw.add(added)
+        rw.replace(node, ref)
+        return
+    collapsed = _collapsed_view(new) if node.op.name in _VIEWS else None
+    if collapsed is not None:
+        rw.add([collapsed])
+        rw.replace(node, collapsed.out)
+        return
+    shed = seed_outward(new) if node.op.name in PRODUCTS else None
+    if shed is not None:
+        rw.add(shed)
+        rw.replace(node, shed[-1].out)
+        return
+    simpler = _unbroadcast(new)
+    if simpler is not None:
+        if rw.values is not None:
+            rw.values[simpler] = rw.values.get(new)
+        rw.keep(simpler)
+        rw.replace(node, simpler.out)
+        return
+    if new.inputs and set(map(_INPUT_OP, new.inputs)) == _ONLY_CONST:
+        values = [r.node.attrs["value"] for r in new.inputs]
+        with np.errstate(all="ignore"):
+            try:
+                value = new.op.impl(*values, **new.attrs)
+                aval = aval_of(value)
+            except Exception:  # noqa: BLE001 - left to run (and raise) where the user sees it
+                rw.keep(new)
+                return
+        if aval == new.aval:
+            const = Node(OPS["const"], (), {"value": value}, (aval,), None, None, "const")
+            if rw.values is not None:
+                rw.values[const] = value
+            rw.keep(const)
+            rw.replace(node, const.out)
+            return
+    if node.op.name == "add_n" and len(new.inputs) == 2 and new.inputs[0] == new.inputs[1]:
+        # t + t == 2 * t exactly in binary floating point
+        two = Node(OPS["const"], (), {"value": 2}, (aval_of(2),), None, None, "const")
+        doubled = Node(OPS["mul"], (two.out, new.inputs[0]), {}, new.avals, new.loc,
+                       new.name, new.role)
+        if rw.values is not None:
+            rw.values[two] = 2
+            rw.values[doubled] = rw.values.get(new)
+        rw.keep(two)
+        rw.keep(doubled)
+        rw.replace(node, doubled.out)
+        return
+    rw.keep(new)

@@ -1,0 +1,121 @@
+"""One look at a graph for what the passes may find: most graphs reach the optimizer with
+nothing for cse or fold (reverse records the backward without duplicates or identities),
+and one walk over the nodes and their inputs says so for every pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ir import Graph, Node
+from ..peephole import UNIQUE, is_number, node_key
+
+# fold: not folded (side effects, names, the visible seed)
+KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
+PRODUCTS = ("mul", "div")  # what fold's seed_outward sheds the seed from
+# A scalar node may be rewritten by fold only when its op is one of these, or when it reads
+# one of the SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a sum of
+# a value with itself.
+BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
+SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
+_SCAN = "optimize.scan"  # graph.meta key
+
+
+@dataclass(frozen=True, eq=False)
+class Scan:
+    """What one walk found. ``foldable`` is, for scalar code, every node a fold rewrite may
+    apply to (a superset: fold decides), and None for code with arrays (fold looks at every
+    node). Valid while the graph's nodes are ``nodes``."""
+
+    nodes: list[Node]
+    ops: set[str]  # the names of the ops in the graph
+    duplicates: bool  # do two nodes have one cse key?
+    foldable: set[Node] | None
+    nested_sums: bool  # is the first term of some sum a sum (flatten_sums)?
+
+
+def scan(graph: Graph) -> Scan:
+    """The graph's Scan, from graph.meta when its nodes are the ones scanned (a pass that
+    changes nothing hands the same nodes on; comparing them is one list comparison in C)."""
+    nodes = graph.nodes
+    found = graph.meta.get(_SCAN)
+    if found is not None and found.nodes == nodes:
+        return found
+    special = {node for node in nodes if node.op.name in SPECIAL_INPUTS}
+    units = {node for node in special if node.op.name == "const" and (
+        is_number(node.out, 0) or is_number(node.out, 1))}  # the constants of x * 1, x + 0
+    plain: list[tuple] = []  # cse keys of the nodes without attributes (most of them)
+    keyed: list[tuple] = []
+    foldable: set[Node] | None = set()
+    names: list[str] = []
+    nested_sums = False
+    for node in nodes:
+        name = node.op.name
+        names.append(name)
+        ins = node.inputs
+        if name == "add_n" and ins and ins[0][0].op.name == "add_n":
+            nested_sums = True
+        if name not in UNIQUE:
+            if node.attrs:
+                keyed.append(node_key(name, ins, node.attrs))
+            else:
+                plain.append((name, ins))
+        if foldable is None:
+            continue
+        for aval in node.avals:
+            if aval.shape:
+                foldable = None
+                break
+        else:
+            if name in BY_NAME:
+                foldable.add(node)
+                continue
+            for ref in ins:
+                if ref[0] in special:
+                    if may_fold_scalar(node, units):
+                        foldable.add(node)
+                    break
+            else:
+                if name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
+                    foldable.add(node)
+    duplicates = len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed)
+    found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
+    graph.meta[_SCAN] = found
+    return found
+
+
+def forget_scan(graph: Graph) -> Graph:
+    """``graph`` without its Scan, once the passes are done with it (what they found is of
+    no use later, and it holds a list of every node)."""
+    graph.meta.pop(_SCAN, None)
+    return graph
+
+
+def is_seed_product(node: Node) -> bool:
+    """Is ``node`` ``seed * k`` (what fold's seed_outward takes apart)?"""
+    a, b = node.inputs
+    return a.node.op.name == "seed" or b.node.op.name == "seed"
+
+
+def may_fold_scalar(node: Node, units: set[Node]) -> bool:
+    """May a fold rewrite apply to ``node``, a scalar op that reads a constant, the seed, a
+    negation or a broadcast? Each rewrite's precondition on scalars: a broadcast, constants
+    only (folded), an identity (``-(-x)``, or ``x * 1`` and ``x + 0`` with a constant of
+    ``units``), or ``seed * c`` times a constant."""
+    name = node.op.name
+    if name in KEEP or node.op.n_out != 1:
+        return False
+    kinds = [ref.node.op.name for ref in node.inputs]
+    if "broadcast_to" in kinds:
+        return True
+    if "const" not in kinds:
+        return name == "neg" and kinds[0] == "neg"
+    if kinds.count("const") == len(kinds):
+        return True
+    for ref in node.inputs:
+        if ref[0] in units:
+            return True
+    if name in PRODUCTS:
+        for kind, ref in zip(kinds, node.inputs, strict=True):
+            if kind == "mul" and is_seed_product(ref.node):
+                return True
+    return False
