@@ -324,6 +324,22 @@ def test_other_ufunc_methods_are_refused_by_name():
     with pytest.raises(gradgen.UnsupportedOperation, match=r"np.add.reduce with initial="):
         gradgen.grad(lambda x: np.add.reduce(x, initial=1.0))(X3)
 
+
+def grids(x, y):
+    X, Y = np.meshgrid(x, y)
+    total = np.sum(X * Y**2 + np.sin(X))
+    P, Q = np.meshgrid(x, y, indexing="ij")
+    P[0, 0] = 3.0  # its own array: the write leaves x alone
+    S, T = np.meshgrid(x, y, sparse=True)
+    A, B, C = np.meshgrid(x, y, x[:2])
+    return total + np.sum(P**2 * Q) + np.sum(S * T) + np.sum(A * B * C**2) + np.sum(x**3)
+
+
+def test_meshgrid_in_every_layout():
+    check(grids, np.array([0.5, 1.2, -0.3]), np.array([0.8, -1.1]), argnums=(0, 1))
+    with pytest.raises(gradgen.UnsupportedOperation, match="indexing must be"):
+        gradgen.grad(lambda x: np.sum(np.meshgrid(x, x, indexing="yx")[0]))(X3)
+
 # --- regressions ---------------------------------------------------------------------------
 
 

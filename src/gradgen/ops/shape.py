@@ -23,6 +23,7 @@ from .adapt import refuse
 from .arith import ne, sub
 from .arrays import _transpose, _value, broadcast_to, reshape, sum_, transpose
 from .core import _nested, cast, copy
+from .core import copy as copy_  # beside np.meshgrid's copy= flag
 from .index import getitem, index_add, normalize_index, stack
 from .registry import BOUND, Domain, Expr, defop, route, value_text
 
@@ -336,6 +337,24 @@ def _broadcast_arrays(*args, subok=False):
         else:
             out.append(broadcast_to(a, shape=shape))
     return tuple(out)
+
+
+def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """np.meshgrid: each input flattened and laid along its own axis (the first two swapped
+    for indexing="xy"), then broadcast to the full grid and copied, as NumPy does (its outputs
+    are writable arrays of their own, never views of the inputs)."""
+    if indexing not in ("xy", "ij"):
+        refuse(f"np.meshgrid(indexing={indexing!r}): indexing must be 'xy' or 'ij'")
+    n = len(xi)
+    out = []
+    for i, x in enumerate(xi):
+        shape = [1] * n
+        axis = (1 - i if i < 2 else i) if indexing == "xy" and n > 1 else i
+        shape[axis] = -1
+        out.append(reshape(_operand(x), shape=tuple(shape)))
+    if not sparse:
+        out = list(_broadcast_arrays(*out))
+    return tuple(copy_(x) for x in out) if copy else tuple(out)
 
 
 # --- tile and repeat: their VJPs sum the copies (reshape, then sum) ---------------------------
@@ -978,6 +997,7 @@ route(np.hsplit, _directional_split("hsplit", 1, lambda nd: 1 if nd > 1 else 0),
 route(np.vsplit, _directional_split("vsplit", 2, lambda nd: 0), "getitem")
 route(np.dsplit, _directional_split("dsplit", 3, lambda nd: 2), "getitem")
 route(np.broadcast_arrays, _broadcast_arrays, "broadcast_to")
+route(np.meshgrid, _meshgrid, "reshape", "broadcast_to", "copy")
 route(np.tile, _np_tile, "tile")
 route(np.repeat, _np_repeat, "repeat")
 route(np.roll, _np_roll, "roll")
