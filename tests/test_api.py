@@ -173,6 +173,30 @@ def test_keyword_only_arguments_must_be_hashable_constants():
         grad(lambda x: grad(f)(1.5, z=x))(2.0)
 
 
+
+def test_keywords_a_function_does_not_declare_itself_are_refused():
+    """Defaults can carry only the function's own keyword-only parameters: a wrapper's
+    **kwargs or a **opts catch-all would drop the value (a silently wrong gradient)."""
+    import functools
+
+    def doubled(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            return 2.0 * f(*args, **kwargs)
+
+        return wrapper
+
+    @doubled
+    def scaled(x, *, k=1.0):
+        return x * k
+
+    def with_options(x, **opts):
+        return x * opts.get("k", 1.0)
+
+    for fn in (scaled, with_options):
+        with pytest.raises(gradgen.GradgenError, match="keyword-only parameters of plain"):
+            grad(fn)(1.5, k=3.0)
+
 # --- arguments that cannot be differentiated -------------------------------------------------
 
 

@@ -64,13 +64,24 @@ def _bind_arguments(fn, args, kwargs) -> tuple[tuple, tuple]:
         if isinstance(value, Tracer):
             raise GradgenError(f"keyword-only argument {key} of {name} is a traced value",
                                function_loc(fn), "pass it by position")
-    if keywords and not isinstance(inspect.unwrap(fn), types.FunctionType | types.MethodType):
+    if keywords and not {k for k, _ in keywords} <= _keyword_only_names(fn):
+        # a wrapper's **kwargs, or a callable object: its own defaults cannot carry them
         raise GradgenError(
             f"cannot pass {', '.join(k for k, _ in keywords)} to {name}: keyword-only "
-            "arguments reach plain Python functions and methods only", function_loc(fn),
+            "arguments reach the keyword-only parameters of plain Python functions and "
+            "methods only", function_loc(fn),
             "make the parameter positional, or bind it in a closure")
     bound.apply_defaults()
     return bound.args, keywords
+
+
+def _keyword_only_names(fn) -> set[str]:
+    """The keyword-only parameters of ``fn``'s own code (a method's function's)."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):
+        return set()
+    code = target.__code__
+    return set(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
 
 
 def with_keywords(fn, keywords: tuple):
@@ -80,7 +91,7 @@ def with_keywords(fn, keywords: tuple):
     if not keywords:
         return fn
     method = fn if isinstance(fn, types.MethodType) else None
-    target = inspect.unwrap(method.__func__ if method else fn)
+    target = method.__func__ if method else fn  # (_bind_arguments checked it is a function)
     copy = types.FunctionType(target.__code__, target.__globals__, target.__name__,
                               target.__defaults__, target.__closure__)
     copy.__kwdefaults__ = {**(target.__kwdefaults__ or {}), **dict(keywords)}

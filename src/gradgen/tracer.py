@@ -300,10 +300,7 @@ def bind(op, args, attrs) -> object:
                 constant = False
         else:
             values.append(a)
-            if type(a) is int and trace.role == "bwd" and len(args) == 2:  # a rule's 1 or 2
-                ref = trace.const(float_literal(op.name, a, args[a is args[0]]))
-            else:
-                ref = trace.const(a)
+            ref = _const_ref(trace, op, a, args)
         refs.append(ref)
     if (trace.shared is not None and op.name in _SIGNED
             and refs[-1].node.op.name in _MAY_BE_NEGATED):
@@ -357,10 +354,7 @@ def _bind_general(op, args, attrs):
                 constant = False
         else:
             values.append(a)
-            if type(a) is int and trace.role == "bwd" and len(args) == 2:  # a rule's 1 or 2
-                ref = trace.const(float_literal(op.name, a, args[a is args[0]]))
-            else:
-                ref = trace.const(a)
+            ref = _const_ref(trace, op, a, args)
         refs.append(ref)
         if scalars and ref.node.avals[ref.index].shape:
             scalars = False
@@ -411,6 +405,14 @@ def _record(trace, op, refs, attrs, out, constant, args):
     if op.extra.get("view") and isinstance(args[0], Tracer):
         _register_view(args[0], result, node)
     return result
+
+
+def _const_ref(trace, op, value, args) -> Ref:
+    """A constant operand's node. A backward rule's int beside a traced value (its 1 or 2)
+    is recorded as the float the arithmetic makes of it (peephole.float_literal)."""
+    if type(value) is int and trace.role == "bwd" and len(args) == 2:
+        value = float_literal(op.name, value, args[value is args[0]])
+    return trace.const(value)
 
 
 _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
