@@ -84,7 +84,7 @@ class Ref(NamedTuple):
         return f"Ref(%{self.node.serial}, {self.index})"
 
 
-_new_ref = tuple.__new__
+_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__ (hot paths)
 
 
 class _SerialCounter:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Node, Ref
-
-_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
+from .ir import Node, Ref, _new_ref
 
 # Never merged: inputs, the seed, guards (side effects) and adjoints (each carries a name).
 UNIQUE = {"input", "seed", "guard", "adjoint"}

@@ -10,7 +10,7 @@ import numpy as np
 from .abstract import not_finite
 from .errors import GradgenError
 from .function import function_groups, pull_back_function
-from .ir import Graph, Node, Ref
+from .ir import Graph, Node, Ref, _new_ref
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
@@ -211,11 +211,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
                 state.origin = (op, k)  # (swap_loc's, for the one field that changes)
-                c = rule(g, ans, *ins, **attrs)
-                # the common case (Python floats share one Aval): nothing to match
-                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not (
-                        r.node.avals[r.index]):
-                    c = _fit(c, r)
+                c = _fit(rule(g, ans, *ins, **attrs), r)
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
@@ -224,7 +220,6 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
 
 
 _CONST = OPS["const"]
-_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
 _LAYOUTS: dict = {}
 
 
@@ -244,10 +239,7 @@ def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
     """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
     saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
     try:
-        c = rule(g, ans, *ins, **node.attrs)
-        if type(c) is Tracer and c.ref.node.avals[c.ref.index] is r.node.avals[r.index]:
-            return c  # the common case (Python floats share one Aval): nothing to match
-        return _fit(c, r)
+        return _fit(rule(g, ans, *ins, **node.attrs), r)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
     finally:
@@ -268,6 +260,8 @@ class _Deferred:
 
 def _fit(c, ref: Ref):
     """Match a contribution to its input: sum over broadcast axes, cast back to its dtype."""
+    if type(c) is Tracer and c.ref.node.avals[c.ref.index] is ref.node.avals[ref.index]:
+        return c  # the common case (Python floats share one Aval): nothing to match
     aval = ref.aval
     shape = c.aval.shape if isinstance(c, Tracer) else np.shape(c)
     if shape != aval.shape:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import _PY_AVALS, Graph, Node, Ref, aval_of
+from .ir import _PY_AVALS, Graph, Node, Ref, _new_ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
 from .peephole import float_literal, negated_path
 from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
@@ -487,7 +487,6 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
-_new_ref = tuple.__new__  # Ref(node, 0) without NamedTuple's Python __new__
 _new_tracer = object.__new__  # a Tracer whose three fields bind sets itself (Tracer.__init__)
 
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
