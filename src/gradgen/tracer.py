@@ -12,7 +12,7 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import _PY_AVALS, Graph, Node, Ref, _new_ref, aval_of
+from .ir import _NEXT_SERIAL, _PY_AVALS, SERIALS, Graph, Node, Ref, _new_ref, aval_of
 from .ops.registry import BOUND, OPS, set_bind
 from .peephole import float_literal, negated_path
 from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
@@ -302,8 +302,8 @@ def bind(op, args, attrs) -> object:
             values.append(a)
             ref = _const_ref(trace, op, a, args)
         refs.append(ref)
-    if (trace.shared is not None and op.name in _SIGNED
-            and refs[-1].node.op.name in _MAY_BE_NEGATED):
+    shared = trace.shared
+    if shared is not None and op.name in _SIGNED and _may_carry_sign(op.name, refs):
         cancelled = _signs_cancelled(trace, op, refs)
         if cancelled is not None:
             return cancelled
@@ -312,15 +312,26 @@ def bind(op, args, attrs) -> object:
     if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
         return _record(trace, op, tuple(refs), attrs, out, constant, args)
     refs = tuple(refs)
-    shared = trace.shared
     key = None
     if shared is not None:
         same, key = shared.find(op, refs, attrs, aval)
         if same is not None:
             return Tracer(trace, same, out)
+    # Node(op, refs, attrs, (aval,), loc, None, trace.role, None, origin), written out: the
+    # constructor's call costs as much as its stores, and this runs per recorded op
     state = _state
-    node = Node(op, refs, attrs, (aval,), state.loc or _user_loc(), None, trace.role, None,
-                state.origin)
+    loc = state.loc or _user_loc()  # (first: the naming watcher reads the next serial)
+    SERIALS.peek += 1
+    node = _new_node(Node)
+    node.serial = next(_NEXT_SERIAL)
+    node.op = op
+    node.inputs = refs
+    node.attrs = attrs
+    node.avals = (aval,)
+    node.loc = loc
+    node.name = node.hint = node.grad_of = None
+    node.role = trace.role
+    node.origin = state.origin
     trace.nodes.append(node)
     if key is not None:
         shared.known[key] = node
@@ -419,6 +430,19 @@ _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of si
 _MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
 
 
+def _may_carry_sign(name: str, refs) -> bool:
+    """Could ``_signs_cancelled`` find a pair of signs in ``name(*refs)``? Only when each
+    operand it looks at is a product, a quotient or a negation reverse mode made (where
+    peephole.negated_path starts); most operands are not, and need no walk."""
+    last = refs[-1].node
+    if last.role != "bwd" or last.op.name not in _MAY_BE_NEGATED:
+        return False
+    if name == "mul" or name == "div":
+        first = refs[0].node
+        return first.role == "bwd" and first.op.name in _MAY_BE_NEGATED
+    return True
+
+
 def _signs_cancelled(trace, op, refs):
     """Reverse mode: ``op(*refs)`` with a pair of signs cancelled, or None when it has none:
     -(-g * s) is g * s, u - (-g * s) is u + g * s, (-a * b) * (-c) is a * b * c. Exact (see
@@ -488,6 +512,7 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
 
 
 _new_tracer = object.__new__  # a Tracer whose three fields bind sets itself (Tracer.__init__)
+_new_node = object.__new__  # a Node whose fields bind sets itself (Node.__init__)
 
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
@@ -887,12 +912,6 @@ class Tracer:
     def itemsize(self):
         return self.dtype.itemsize
 
-    def __getattr__(self, name):
-        # only reached for names the class lacks: an ndarray attribute gradgen cannot trace
-        if hasattr(np.ndarray, name) and not name.startswith("__"):
-            raise _unsupported(f"x.{name} of a traced array has no gradient rule in gradgen")
-        raise AttributeError(f"'Tracer' object has no attribute {name!r}")
-
     def sort(self, axis=-1, kind=None, order=None):
         BOUND["overwrite"](self, np.sort(self, axis=axis))
 
@@ -1036,6 +1055,28 @@ def is_tracer(x) -> bool:
 
 for _name, _func in _METHOD_TWINS.items():
     setattr(Tracer, _name, _method_twin(_name, _func))
+
+
+class _NoGradient:
+    """``x.name`` for an ndarray attribute the Tracer lacks: a clear error, where NumPy would
+    compute something gradgen cannot trace. (A descriptor per name, not ``__getattr__``: a
+    class with ``__getattr__`` has every attribute read take CPython's slow path, and reverse
+    mode reads a tracer's fields a few times per recorded op.)"""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, tracer, owner=None):
+        if tracer is None:
+            return self
+        raise _unsupported(f"x.{self.name} of a traced array has no gradient rule in gradgen")
+
+
+for _name in dir(np.ndarray):
+    if not _name.startswith("__") and not hasattr(Tracer, _name):
+        setattr(Tracer, _name, _NoGradient(_name))
 
 
 set_bind(bind)
