@@ -181,6 +181,30 @@ class Node:
         return f"<Node %{self.serial} {self.op.name}>"
 
 
+_new_node = object.__new__
+
+
+def new_node(op, inputs: tuple, attrs: dict, avals: tuple, loc, name, role: str,
+             origin) -> Node:
+    """``Node(op, inputs, attrs, avals, loc, name, role, origin=origin)`` for the recorders
+    (bind, reverse mode), which hold tuples already: the fields set by a plain function, as
+    ``Node.__init__`` sets them. Calling a class with a Python ``__init__`` costs CPython
+    several times what the stores do, and this runs per recorded op."""
+    SERIALS.peek += 1
+    node = _new_node(Node)
+    node.serial = next(_NEXT_SERIAL)
+    node.op = op
+    node.inputs = inputs
+    node.attrs = attrs
+    node.avals = avals
+    node.loc = loc
+    node.name = name
+    node.role = role
+    node.origin = origin
+    node.hint = node.grad_of = None
+    return node
+
+
 _REF_NODE = operator.attrgetter("node")
 _NODE_INPUTS = operator.attrgetter("inputs")
 

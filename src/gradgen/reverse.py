@@ -10,13 +10,13 @@ import numpy as np
 from .abstract import not_finite
 from .errors import GradgenError
 from .function import function_groups, pull_back_function
-from .ir import Graph, Node, Ref, _new_ref
+from .ir import Graph, Node, Ref, _new_ref, new_node
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, _state, at_loc, swap_loc
+from .tracer import Trace, Tracer, at_loc, new_tracer, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -88,7 +88,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 else:  # a constant cotangent (one row of a Jacobian)
                     seed = Tracer(trace, trace.const(cotangents[k]), cotangents[k])
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
-        saved = _state.loc, _state.origin  # _pull_back sets where each node's rules record
+        saved = trace.site.loc, trace.site.origin  # where _pull_back has each node's rules
+        # record (this thread's at_loc)
         try:
             _pull_back_all(graph, trace, needed, done, contributions, adjoints,
                            loop_adjoints, function_calls, read)
@@ -171,7 +172,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     if op.n_out == 1:
         ans = read.get(node)
         if ans is None:
-            ans = read[node] = Tracer(trace, _new_ref(Ref, (node, 0)), values[node])
+            ans = read[node] = new_tracer(trace, _new_ref(Ref, (node, 0)), values[node])
     else:
         ans = trace.tracer(node.out)
     ins = []
@@ -182,7 +183,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             continue
         x = read.get(source)
         if x is None:
-            x = read[source] = values[source] if source.op is _CONST else Tracer(
+            x = read[source] = values[source] if source.op is _CONST else new_tracer(
                 trace, r, values[source])
         ins.append(x)
     rules = op.vjp
@@ -191,8 +192,8 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
     attrs = node.attrs
-    state = _state
-    state.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
+    site = trace.site
+    site.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
     readers = 0
     for r in node.inputs:
         if r.node in needed:
@@ -210,7 +211,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             if i in deferred:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
-                state.origin = (op, k)  # (swap_loc's, for the one field that changes)
+                site.origin = (op, k)  # (swap_loc's, for the one field that changes)
                 c = _fit(rule(g, ans, *ins, **attrs), r)
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
@@ -334,10 +335,10 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     aval = ref.node.avals[ref.index]
     trace = g._trace
     if type(g._value) is float and aval.py is float and loc is not None:
-        node = Node(adjoint, (ref,), {}, (aval,), loc, name, trace.role, None, origin)
+        node = new_node(adjoint, (ref,), {}, (aval,), loc, name, trace.role, origin)
         trace.nodes.append(node)
         trace.values[node] = g._value
-        return Tracer(trace, _new_ref(Ref, (node, 0)), g._value)
+        return new_tracer(trace, _new_ref(Ref, (node, 0)), g._value)
     saved = swap_loc(loc, origin)
     try:
         g = adjoint(g)

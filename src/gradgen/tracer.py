@@ -12,23 +12,49 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import _NEXT_SERIAL, _PY_AVALS, SERIALS, Graph, Node, Ref, _new_ref, aval_of
+from .ir import _NEXT_SERIAL, _PY_AVALS, SERIALS, Graph, Node, Ref, _new_node, _new_ref, aval_of, new_node
 from .ops.registry import BOUND, OPS, set_bind
-from .peephole import float_literal, negated_path
+from .peephole import (
+    _CONST_OR_NEG,
+    _EQUAL,
+    _IDENTITY,
+    _KINDS,
+    _SAME_VALUE,
+    float_literal,
+    negated_path,
+)
 from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
 
 class _State(threading.local):
-    """Per thread: the location and rule ops are recorded under (at_loc), the stack of
-    traces, what _user_loc keeps. Class defaults, so a new thread reads None."""
+    """Per thread: where ops are recorded from (at_loc), the stack of traces, what _user_loc
+    keeps. Class defaults, so a new thread reads None."""
 
-    loc = None
-    origin = None
+    site = None
     stack = None
     where = None
 
 
 _state = _State()
+
+
+class _Site:
+    """The location and rule ops are recorded under (at_loc), in one thread: a plain slotted
+    object that each trace holds (``Trace.site``), so recording an op reads two fields, not a
+    threading.local (whose attributes cost several times as much to read and write)."""
+
+    __slots__ = ("loc", "origin")
+
+    def __init__(self):
+        self.loc = None
+        self.origin = None
+
+
+def _site() -> _Site:
+    site = _state.site
+    if site is None:
+        site = _state.site = _Site()
+    return site
 
 
 class _Where:
@@ -62,21 +88,23 @@ class at_loc:
         self.origin = origin
 
     def __enter__(self):
-        self.saved = _state.loc, _state.origin
-        _state.loc = self.loc
-        _state.origin = self.origin
+        site = _site()
+        self.saved = site.loc, site.origin
+        site.loc = self.loc
+        site.origin = self.origin
 
     def __exit__(self, *exc):
-        _state.loc, _state.origin = self.saved
+        site = _site()
+        site.loc, site.origin = self.saved
 
 
 def swap_loc(loc, origin=None) -> tuple:
     """``at_loc`` as two calls: record under ``loc`` and ``origin`` from now on, and return
     what was before, to restore with ``swap_loc(*saved)``."""
-    state = _state
-    saved = state.loc, state.origin
-    state.loc = loc
-    state.origin = origin
+    site = _state.site or _site()
+    saved = site.loc, site.origin
+    site.loc = loc
+    site.origin = origin
     return saved
 
 
@@ -167,6 +195,7 @@ class Trace:
         # rule reads, while that rule runs (peephole.negated_path may rebuild it)
         self.shared = None
         self.sole_adjoint = None
+        self.site = _site()  # (this thread's: a trace records in the thread that made it)
 
     def __enter__(self) -> Self:
         _stack().append(self)
@@ -179,9 +208,9 @@ class Trace:
     # --- recording -------------------------------------------------------------------------
 
     def add(self, op, inputs, attrs, avals, name=None, role=None) -> Node:
-        loc = _state.loc or _user_loc()
+        loc = self.site.loc or _user_loc()
         node = Node(op, inputs, attrs, avals, loc, name, role or self.role,
-                    origin=_state.origin)
+                    origin=self.site.origin)
         self.nodes.append(node)
         return node
 
@@ -272,36 +301,41 @@ class Trace:
         value = self.values[ref.node]
         if ref.node.op.n_out > 1 and type(value) is not Pending:
             value = value[ref.index]
-        return Tracer(self, ref, value)
+        return new_tracer(self, ref, value)
 
 
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
     # Python numbers only, traced in one trace? (scalar code, and every backward of it)
     trace = None
+    values, refs = [], []
+    constant = True
+    numbers = 0  # constant operands, made nodes once the trace is known
     for a in args:
         if type(a) is Tracer:
-            if type(a._value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
+            value = a._value
+            if type(value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
                 return _bind_general(op, args, attrs)
             trace = a._trace
-        elif type(a) not in _PY_AVALS:
+            ref = a.ref
+            if constant and ref.node not in trace.constant:
+                constant = False
+            values.append(value)
+            refs.append(ref)
+        elif type(a) in _PY_AVALS:
+            values.append(a)
+            refs.append(None)
+            numbers += 1
+        else:
             return _bind_general(op, args, attrs)
     if trace is None:
         return op.impl(*args, **attrs)
     # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
     # number, and a derivative that does not exist there is reported where it is made)
-    values, refs = [], []
-    constant = True
-    for a in args:
-        if type(a) is Tracer:
-            ref = a.ref
-            values.append(a._value)
-            if constant and ref.node not in trace.constant:
-                constant = False
-        else:
-            values.append(a)
-            ref = _const_ref(trace, op, a, args)
-        refs.append(ref)
+    if numbers:
+        for i, a in enumerate(args):
+            if refs[i] is None:
+                refs[i] = _const_ref(trace, op, a, args)
     shared = trace.shared
     if shared is not None and op.name in _SIGNED and _may_carry_sign(op.name, refs):
         cancelled = _signs_cancelled(trace, op, refs)
@@ -313,14 +347,22 @@ def bind(op, args, attrs) -> object:
         return _record(trace, op, tuple(refs), attrs, out, constant, args)
     refs = tuple(refs)
     key = None
-    if shared is not None:
-        same, key = shared.find(op, refs, attrs, aval)
-        if same is not None:
-            return Tracer(trace, same, out)
-    # Node(op, refs, attrs, (aval,), loc, None, trace.role, None, origin), written out: the
-    # constructor's call costs as much as its stores, and this runs per recorded op
-    state = _state
-    loc = state.loc or _user_loc()  # (first: the naming watcher reads the next serial)
+    if shared is not None:  # (Shared.find, its common case written out)
+        kind = _KINDS.get(op)
+        if not attrs and (kind is _EQUAL or kind is _IDENTITY and (
+                aval.py is None or not _reads_number_or_negation(refs))
+                and op.name not in _SAME_VALUE):
+            key = (op.name, refs)
+            same = shared.known.get(key)
+            if same is not None:
+                return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
+        else:
+            same, key = shared.find(op, refs, attrs, aval)
+            if same is not None:
+                return new_tracer(trace, same, out)
+    # new_node(op, refs, attrs, (aval,), loc, None, trace.role, origin) written out
+    site = trace.site
+    loc = site.loc or _user_loc()  # (first: the naming watcher reads the next serial)
     SERIALS.peek += 1
     node = _new_node(Node)
     node.serial = next(_NEXT_SERIAL)
@@ -329,16 +371,17 @@ def bind(op, args, attrs) -> object:
     node.attrs = attrs
     node.avals = (aval,)
     node.loc = loc
-    node.name = node.hint = node.grad_of = None
+    node.name = None
     node.role = trace.role
-    node.origin = state.origin
+    node.origin = site.origin
+    node.hint = node.grad_of = None
     trace.nodes.append(node)
     if key is not None:
         shared.known[key] = node
     if constant:
         trace.constant.add(node)
     trace.values[node] = out
-    result = _new_tracer(Tracer)  # Tracer(trace, node.out, out) without the call
+    result = _new_tracer(Tracer)  # new_tracer(trace, node.out, out) written out
     result._trace, result.ref, result._value = trace, _new_ref(Ref, (node, 0)), out
     return result
 
@@ -393,7 +436,7 @@ def _record(trace, op, refs, attrs, out, constant, args):
             _PY_AVALS.get(type(out)) or aval_of(out),)  # a Python number's: no call
     except TypeError as e:
         raise UnsupportedOperation(f"{op.name} gave a value gradgen cannot trace ({e})",
-                                   _state.loc or current_loc()) from None
+                                   trace.site.loc or current_loc()) from None
     key = None
     if trace.shared is not None:
         same, key = trace.shared.find(op, refs, attrs, avals[0])
@@ -428,6 +471,15 @@ def _const_ref(trace, op, value, args) -> Ref:
 
 _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
 _MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
+
+
+def _reads_number_or_negation(refs) -> bool:
+    """Does an op read a constant or a negation? (Only then may it be one of its inputs:
+    x * 1, x - 0, -(-x); peephole.identical_input.)"""
+    for ref in refs:
+        if ref.node.op.name in _CONST_OR_NEG:
+            return True
+    return False
 
 
 def _may_carry_sign(name: str, refs) -> bool:
@@ -511,8 +563,17 @@ def _register_view(base: Tracer, view: Tracer, node: Node, force: bool = False) 
     base.views.append(weakref.ref(view))
 
 
-_new_tracer = object.__new__  # a Tracer whose three fields bind sets itself (Tracer.__init__)
-_new_node = object.__new__  # a Node whose fields bind sets itself (Node.__init__)
+_new_tracer = object.__new__
+
+
+def new_tracer(trace: Trace, ref: Ref, value) -> Tracer:
+    """``Tracer(trace, ref, value)`` by a plain function (the recorders make one per op:
+    calling a class with a Python ``__init__`` costs several times what its stores do)."""
+    tracer = _new_tracer(Tracer)
+    tracer._trace = trace
+    tracer.ref = ref
+    tracer._value = value
+    return tracer
 
 _op = OPS.__getitem__  # the row of an op by name: _op("ne")(self, 0)
 
