@@ -12,7 +12,17 @@ import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
 from .errors import GradgenError, UnsupportedOperation
-from .ir import _NEXT_SERIAL, _PY_AVALS, SERIALS, Graph, Node, Ref, _new_node, _new_ref, aval_of, new_node
+from .ir import (
+    _NEXT_SERIAL,
+    _PY_AVALS,
+    SERIALS,
+    Graph,
+    Node,
+    Ref,
+    _new_node,
+    _new_ref,
+    aval_of,
+)
 from .ops.registry import BOUND, OPS, set_bind
 from .peephole import (
     _CONST_OR_NEG,
