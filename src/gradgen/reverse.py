@@ -212,7 +212,13 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
                 site.origin = (op, k)  # (swap_loc's, for the one field that changes)
-                c = _fit(rule(g, ans, *ins, **attrs), r)
+                if attrs:
+                    c = rule(g, ans, *ins, **attrs)
+                elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
+                    c = rule(g, ans, ins[0], ins[1])
+                else:
+                    c = rule(g, ans, *ins)
+                c = _fit(c, r)
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
