@@ -139,6 +139,26 @@ def test_unsupported_math_in_a_helper_names_the_helper_line():
         grad(f)(1.5)
 
 
+def strides_of(x):
+    return np.sum(x) * x.strides[0]
+
+
+def test_an_ndarray_attribute_without_a_rule_names_itself_and_the_line():
+    with pytest.raises(gradgen.UnsupportedOperation, match=_where(strides_of, "x.strides")) as info:
+        grad(strides_of)(np.ones(3))
+    assert "x.strides of a traced array has no gradient rule" in str(info.value)
+
+
+def test_an_attribute_neither_gradgen_nor_numpy_has_is_an_attribute_error():
+    def f(x):
+        return x.no_such_attribute
+
+    with pytest.raises(AttributeError, match="no_such_attribute"):
+        grad(f)(np.ones(3))
+    with pytest.raises(AttributeError):  # a dunder NumPy probes for: absent, as on any object
+        grad(lambda x: x.__array_interface__)(np.ones(3))
+
+
 def test_gradgen_emit_raises_the_same_errors():
     with pytest.raises(gradgen.UnsupportedOperation, match=_where(eig_of, "np.linalg.eig(")):
         gradgen.emit(eig_of, np.eye(2) + 0.5)

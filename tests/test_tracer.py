@@ -610,3 +610,28 @@ def test_scalar_constants_are_one_node_per_number():
     assert len({r.node for r in refs.values()}) == len(refs)
     assert [type(r.node.attrs["value"]) for r in refs.values()] == [
         float, int, bool, float, float, float, float]
+
+
+def test_where_ops_are_recorded_from_is_per_thread():
+    """A trace holds the site of the thread that made it (the location and rule at_loc sets):
+    another thread's at_loc never moves it, and its own is seen at once."""
+    import threading
+
+    from gradgen.source import SourceLoc
+    from gradgen.tracer import Trace, at_loc
+
+    here, there = SourceLoc("here.py", 1, "f"), SourceLoc("there.py", 2, "g")
+    trace = Trace()
+    seen = []
+
+    def elsewhere():
+        with at_loc(there, ("rule", 0)):
+            seen.append((trace.site.loc, Trace().site.loc))
+
+    with at_loc(here):
+        worker = threading.Thread(target=elsewhere)
+        worker.start()
+        worker.join()
+        assert trace.site.loc is here
+    assert seen == [(here, there)]
+    assert trace.site.loc is None and trace.site.origin is None
