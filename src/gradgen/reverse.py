@@ -176,8 +176,11 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     else:
         ans = trace.tracer(node.out)
     ins = []
+    readers = 0  # inputs that get a contribution
     for r in node.inputs:
         source = r.node
+        if source in needed:
+            readers += 1
         if source.op.n_out != 1:
             ins.append(trace.tracer(r))
             continue
@@ -194,10 +197,6 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     attrs = node.attrs
     site = trace.site
     site.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
-    readers = 0
-    for r in node.inputs:
-        if r.node in needed:
-            readers += 1
     trace.sole_adjoint = g.ref.node if readers == 1 and type(g) is Tracer else None
     try:
         for i in order or range(len(node.inputs)):
