@@ -711,9 +711,18 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         if self.is_constant:
             return np.asarray(self.value, dtype=dtype)
+        if self.aval.dtype.kind in "iub":  # most often table[i]: NumPy's own indexing
+            raise _unsupported(
+                "a traced index or mask used on a plain NumPy array (table[i] where i comes "
+                "from traced values) would be read as fixed numbers",
+                "make the array one of the traced code, table = np.asarray(table) inside the "
+                "function, so that table[i] is traced too; or use np.take_along_axis")
         raise _unsupported(
-            "converting a traced value to a plain NumPy array (np.asarray, np.array or a "
-            "NumPy function without a gradient rule) would hide it from the gradient")
+            "converting a traced value to a plain NumPy array (np.asarray, np.array, "
+            "np.float64(x) or a NumPy function without a gradient rule) would hide it from "
+            "the gradient", "for np.float64(x) write x.astype(np.float64); otherwise add a "
+            "rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a gradgen.Function "
+            "with a backward")
 
     def __iter__(self):
         if not self.shape:
