@@ -22,6 +22,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     index,
     linalg,
     reduce,
+    running,
     search,
     shape,
 )

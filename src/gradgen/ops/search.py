@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._sym import sp
-from .adapt import refuse
+from .adapt import hinted, refuse
 from .arrays import _value
 from .core import cast
 from .elementwise import where
@@ -118,29 +118,20 @@ def _np_interp(x, xp, fp, left=None, right=None, period=None):
         return where(x < start, below, where(x > end, above, first))
     # the segment: xp[j] <= x < xp[j + 1]; left of xp[1] the first one, from xp[-2] on the
     # last one (x >= xp[-1] is replaced below)
-    j = _hinted(searchsorted(getitem(xp, index=(("slice", 1, -1, None),)), x, side="right"),
+    j = hinted(searchsorted(getitem(xp, index=(("slice", 1, -1, None),)), x, side="right"),
                 "segment")
     j_next = j + 1
-    x_lo = _hinted(BOUND["getitem"](xp, j), "xp_lo")
-    x_hi = _hinted(BOUND["getitem"](xp, j_next), "xp_hi")
-    f_lo = _hinted(BOUND["getitem"](fp, j), "fp_lo")
-    f_hi = _hinted(BOUND["getitem"](fp, j_next), "fp_hi")
-    slope = _hinted((f_hi - f_lo) / (x_hi - x_lo), "slope")
+    x_lo = hinted(BOUND["getitem"](xp, j), "xp_lo")
+    x_hi = hinted(BOUND["getitem"](xp, j_next), "xp_hi")
+    f_lo = hinted(BOUND["getitem"](fp, j), "fp_lo")
+    f_hi = hinted(BOUND["getitem"](fp, j_next), "fp_hi")
+    slope = hinted((f_hi - f_lo) / (x_hi - x_lo), "slope")
     inside = slope * (x - x_lo) + f_lo  # NumPy's expression, term for term
     return where(x >= end, at_end, where(x < start, below, inside))
 
 
 def _entry(table, k):
     return table[k] if hasattr(table, "ref") else float(table[k])
-
-
-def _hinted(x, hint: str):
-    """Say what an intermediate of np.interp holds, for its name in the module (a value the
-    user names keeps the user's name)."""
-    node = getattr(getattr(x, "ref", None), "node", None)
-    if node is not None and node.name is None and node.hint is None:
-        node.hint = hint
-    return x
 
 
 route(np.interp, _np_interp, "searchsorted", "getitem", "where")
