@@ -17,6 +17,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     arith,
     arrays,
     bindings,
+    convolve,
     core,
     elementwise,
     index,
