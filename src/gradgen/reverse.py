@@ -88,8 +88,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 else:  # a constant cotangent (one row of a Jacobian)
                     seed = Tracer(trace, trace.const(cotangents[k]), cotangents[k])
             contributions.setdefault(out_ref, []).append((-1 - k, seed, out_ref.node, 0))
-        saved = trace.site.loc, trace.site.origin  # where _pull_back has each node's rules
-        # record (this thread's at_loc)
+        site = trace.site  # (_pull_back sets where each node's rules record)
+        saved = site.loc, site.origin
         try:
             _pull_back_all(graph, trace, needed, done, contributions, adjoints,
                            loop_adjoints, function_calls, read)
