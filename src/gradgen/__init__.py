@@ -19,6 +19,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     bindings,
     convolve,
     core,
+    differences,
     elementwise,
     index,
     linalg,
@@ -26,6 +27,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     running,
     search,
     shape,
+    statistics,
 )
 
 __all__ = [

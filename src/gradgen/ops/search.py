@@ -70,6 +70,25 @@ def _np_searchsorted(a, v, side="left", sorter=None):
 route(np.searchsorted, _np_searchsorted, "searchsorted")
 
 
+def _np_digitize(x, bins, right=False):
+    """np.digitize as NumPy computes it: a search in increasing bins (side right unless
+    right=True), or in the reversed decreasing bins counted from the end."""
+    edges = np.asarray(getattr(bins, "value", bins))
+    if edges.ndim != 1:
+        raise ValueError("bins must be one-dimensional")
+    steps = np.diff(edges)
+    if np.all(steps >= 0):
+        return searchsorted(bins, x, side="left" if right else "right")
+    if np.all(steps <= 0):
+        flipped = getitem(bins, index=(("slice", None, None, -1),)) if hasattr(bins, "ref") \
+            else np.ascontiguousarray(edges[::-1])
+        return len(edges) - searchsorted(flipped, x, side="left" if right else "right")
+    raise ValueError("bins must be monotonically increasing or decreasing")
+
+
+route(np.digitize, _np_digitize, "searchsorted")
+
+
 # --- np.interp -------------------------------------------------------------------------------
 
 
