@@ -184,3 +184,49 @@ def test_sum_and_mean_with_where(name):
     f = WHERE_CASES[name]
     assert_gradient(f, X36)
     assert gradgen.value_and_grad(f)(X36)[0] == pytest.approx(f(X36), rel=1e-14)
+
+
+# --- np.bincount and np.apply_along_axis ------------------------------------------------------
+
+
+def test_bincount_weights_get_their_bin_s_cotangent():
+    w = np.array([0.5, 1.0, 2.0, -1.0])
+    bins = np.array([0, 1, 1, 3])
+    grad = gradgen.grad(lambda w: np.sum(np.bincount(bins, weights=w) ** 2))(w)
+    np.testing.assert_array_equal(grad, 2 * np.bincount(bins, weights=w)[bins])
+    assert gradgen.grad(lambda w: np.sum(np.bincount(bins, weights=w) ** 2))(
+        w.astype(np.float32)).dtype == np.float32
+
+
+def test_bincount_of_traced_bins_guards_their_number():
+    def f(w):
+        k = np.digitize(w, [0.0, 1.5])
+        return np.sum(np.bincount(k, weights=w, minlength=4) * np.arange(4.0)) + np.sum(
+            w * np.bincount(k)[k])
+
+    df = gradgen.grad(f)
+    w = np.array([0.5, 1.0, 2.0, -1.0])
+    k = np.digitize(w, [0.0, 1.5])
+    np.testing.assert_array_equal(df(w), k + np.bincount(k)[k])
+    w2 = w + 5.0  # every entry in the last bin: the same number of bins, another gradient
+    k2 = np.digitize(w2, [0.0, 1.5])
+    np.testing.assert_array_equal(df(w2), k2 + np.bincount(k2)[k2])
+    assert "GuardFailure" in gradgen.emit(f, w)
+
+
+APPLY_CASES = {
+    "scalar": lambda a: np.sum(np.apply_along_axis(lambda r: r @ r, 1, a)),
+    "same_length": lambda a: np.sum(np.apply_along_axis(lambda r: np.cumsum(r) ** 2, 0, a)
+                                    * W33[:, :1]),
+    "matrix_out": lambda a: np.sum(np.apply_along_axis(lambda r: np.outer(r, r[:2]), 1, a)
+                                   * np.linspace(0, 1, 18).reshape(3, 3, 2)),
+    "extra_args": lambda a: np.sum(np.apply_along_axis(lambda r, p: np.sum(r**p), 0, a, 3) ** 2),
+    "numpy_function": lambda a: np.sum(np.apply_along_axis(np.max, -1, a) ** 2),
+}
+
+
+@pytest.mark.parametrize("name", list(APPLY_CASES))
+def test_apply_along_axis(name):
+    f = APPLY_CASES[name]
+    assert_gradient(f, A33)
+    assert gradgen.value_and_grad(f)(A33)[0] == pytest.approx(f(A33), rel=1e-15)

@@ -21,6 +21,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     core,
     differences,
     elementwise,
+    functional,
     index,
     linalg,
     reduce,

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from ..tracer import _stack
 from .adapt import hinted, refuse, value
 from .registry import route
 
@@ -102,3 +103,40 @@ def _np_corrcoef(x, y=None, rowvar=True, bias=_NO, ddof=_NO, *, dtype=None):
 
 route(np.cov, _np_cov, "matmul", "mean", "sub")
 route(np.corrcoef, _np_corrcoef, "matmul", "mean", "sqrt", "clip")
+
+
+def _np_bincount(x, /, weights=None, minlength=0):
+    """np.bincount: the weights added per bin (np.add.at into a new array), so the gradient
+    of each weight is its bin's cotangent. The number of bins comes from the largest index;
+    when the indices are traced (np.digitize of the data, say) the module checks that it
+    still does (a guard), as for any shape the data decides."""
+    idx = np.asarray(x) if isinstance(x, list | tuple) else x
+    known = np.asarray(getattr(idx, "value", idx))
+    if known.ndim != 1:
+        raise ValueError("object too deep for desired array")
+    if known.size and (known.dtype.kind not in "iu" or known.min() < 0):
+        raise ValueError("'list' argument must have no negative elements")
+    length = max(int(minlength), int(known.max()) + 1 if known.size else 0)
+    if hasattr(idx, "ref") and not getattr(idx, "is_constant", False) and known.size:
+        largest = np.max(idx) + 1
+        # (each a guard of the traced path: the bins the module makes are the ones seen here)
+        if length > int(minlength):
+            bool(largest == length)
+        else:
+            bool(largest <= length)
+    traced_bins = hasattr(idx, "ref") and not getattr(idx, "is_constant", False)
+    if weights is None:  # counts: integers, no gradient
+        counts = np.zeros(length, dtype=np.intp)
+        if not traced_bins:
+            np.add.at(counts, known, 1)
+            return counts
+        out = _stack()[-1].buffer(counts)
+        np.add.at(out, idx, 1)
+        return out
+    weights = np.asarray(weights, dtype=float) if isinstance(weights, list | tuple) else weights
+    out = _stack()[-1].buffer(np.zeros(length))  # NumPy adds the weights as float64
+    np.add.at(out, idx, weights)
+    return out
+
+
+route(np.bincount, _np_bincount, "index_add")
