@@ -19,13 +19,16 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     bindings,
     convolve,
     core,
+    differences,
     elementwise,
+    functional,
     index,
     linalg,
     reduce,
     running,
     search,
     shape,
+    statistics,
 )
 
 __all__ = [

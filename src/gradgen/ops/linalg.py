@@ -1371,6 +1371,40 @@ def _np_diag(v, k=0):
     raise ValueError("Input must be 1- or 2-d.")
 
 
+def _np_diagflat(v, k=0):
+    """np.diagflat: the flattened input on the k-th diagonal of a new square array."""
+    size = int(np.size(_value(v)))
+    flat = v if _ndim(v) == 1 else reshape(v, shape=(size,))
+    return diag(flat, k=operator.index(k))
+
+
+def _np_fill_diagonal(a, val, wrap=False):
+    """np.fill_diagonal: writes ``val`` (repeated as needed) on the main diagonal of ``a``,
+    in place, at the flat positions NumPy's own code computes (``wrap`` for tall matrices);
+    a traced ``a`` takes the write as a new version of the array (see inplace.py)."""
+    shape = _shape(a)
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    if len(shape) > 2 and len(set(shape)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    if len(shape) == 2:
+        step = shape[1] + 1
+        end = None if wrap else shape[1] * shape[1]
+    else:
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+        end = None
+    positions = np.arange(0, int(np.prod(shape)), step)[:None if end is None else
+                                                        -(-end // step)]
+    where = np.unravel_index(positions, shape)
+    count = len(positions)
+    if _ndim(val) == 0:
+        a[where] = val
+        return
+    size = int(np.size(_value(val)))
+    flat = val if _ndim(val) == 1 else reshape(val, shape=(size,))
+    a[where] = flat if size == count else flat[np.arange(count) % size]  # NumPy repeats it
+
+
 def _np_tril(m, k=0):
     return tril(m, k=operator.index(k))
 
@@ -1548,6 +1582,8 @@ route(np.cross, _cross, "cross")
 route(np.trace, _np_trace, "trace")
 route(np.diagonal, _np_diagonal, "diagonal")
 route(np.diag, _np_diag, "diag", "diagonal")
+route(np.diagflat, _np_diagflat, "diag", "reshape")
+route(np.fill_diagonal, _np_fill_diagonal, "index_update", "getitem")
 route(np.tril, _np_tril, "tril")
 route(np.triu, _np_triu, "triu")
 route(np.linalg.inv, _inv, "inv")
