@@ -328,8 +328,8 @@ def bind(op, args, attrs) -> object:
                 return _bind_general(op, args, attrs)
             trace = a._trace
             ref = a.ref
-            if constant and ref.node not in trace.constant:
-                constant = False
+            if constant:  # (no node is constant in most traces: the set is empty)
+                constant = bool(trace.constant) and ref.node in trace.constant
             values.append(value)
             refs.append(ref)
         elif type(a) in _PY_AVALS:
