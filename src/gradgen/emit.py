@@ -19,7 +19,7 @@ from .loops.emit import RegionWriter
 from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
-from .ops.registry import Expr, string_literal
+from .ops.registry import PREC_ADD, Expr, string_literal
 from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
@@ -311,8 +311,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             body.append(layout.lay_out(line, depth))
         if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
             body.append(statement)  # it fits: nearly every statement
-        else:
-            body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
+        else:  # wrapped as ruff format would; a long fused sum without parsing it
+            body.append(expr.prec == PREC_ADD and statement == f"{name} = {expr.text}"
+                        and layout.sum_assignment(name, expr.text, depth)
+                        or layout.lay_out(statement, depth))
         if liveness.readers:
             dead = liveness.run(node, names)
             if dead and not check_finite:  # the checks read adjoints at the group's end
