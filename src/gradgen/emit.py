@@ -93,13 +93,9 @@ class ModuleConstants:
         return name
 
 
-def _short_loc(node: Node) -> str:
-    return str(node.loc) if node.loc is not None else ""
-
-
-def _comment_for_group(node: Node) -> str:
-    text = node.loc.text() if node.loc is not None else ""
-    line = f"# {node.loc}  {text}" if text else f"# {node.loc}"
+def _comment_for_group(loc) -> str:
+    text = loc.text()
+    line = f"# {loc.short}  {text}" if text else f"# {loc.short}"
     return line if len(line) <= LINE_LIMIT - 4 else line[: LINE_LIMIT - 7] + "..."
 
 
@@ -165,22 +161,25 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     in_place = has_writes and buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
-    preset, accumulate = spec.preset, spec.accumulate
+    preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
-    loc_texts: dict = {}
+    # The ops this loop treats apart, found once per function: per node, a set lookup
+    # instead of a comparison per case (nearly every node is none of them).
+    leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
+    special_ops = {op for op in ops if op.name in ("adjoint", "guard") or op.extra.get("region")}
+    write_ops = {op for op in ops if op.extra.get("statement")}
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
-        op = node.op.name
-        extra = node.op.extra
-        if op == "input":
-            exprs[node] = Expr(names[node])
-            continue
-        if op == "const":
-            exprs[node] = scope.literal(node.attrs["value"], constants)
-            continue
-        if op == "loop_out":  # one result of a loop: the variable the loop left it in
-            exprs[node] = Expr(regions.result(node))
+        row = node.op
+        op = row.name
+        if row in leaf_ops:
+            if op == "input":
+                exprs[node] = Expr(names[node])
+            elif op == "const":
+                exprs[node] = scope.literal(node.attrs["value"], constants)
+            else:  # loop_out, one result of a loop: the variable the loop left it in
+                exprs[node] = Expr(regions.result(node))
             continue
         alias = regions.alias(node) if aliases else None
         if alias is not None:  # grad_W = grad_W: the loop's accumulator already has the name
@@ -194,22 +193,23 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         for ref in node.inputs:
             operand = ref.node
             args.append(exprs[operand])
-            if operand in inlined:
-                size += inlined[operand]
-                if operand in notes:
+            carried = inlined.get(operand)
+            if carried is not None:
+                size += carried
+                if notes and operand in notes:
                     note += notes[operand]
-        if extra.get("region"):
-            lines, loop_guards = regions.write(node, args, position)
-            body.extend(lines)
-            guards.extend(loop_guards)
-            code_parts.extend(lines)
-            exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
-            continue
-        built = node.inputs[0].node if op == "adjoint" else None
-        if built is not None and names.get(built) == node.name:
-            names[node] = node.name  # a buffer already built under the adjoint's name
-            exprs[node] = args[0]
-            continue
+        if row in special_ops:
+            if row.extra.get("region"):
+                lines, loop_guards = regions.write(node, args, position)
+                body.extend(lines)
+                guards.extend(loop_guards)
+                code_parts.extend(lines)
+                exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
+                continue
+            if op == "adjoint" and names.get(node.inputs[0].node) == node.name:
+                names[node] = node.name  # a buffer already built under the adjoint's name
+                exprs[node] = args[0]
+                continue
         if op == "guard":
             written = _condition_as_written(node) or args[0].text
             cond = scope.truth(args[0], node, written)
@@ -223,7 +223,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
             code_parts.append(test)
             continue
-        write = extra.get("statement")  # a[i] = v: printed as an assignment
+        write = row in write_ops  # a[i] = v: printed as an assignment
         expr = Expr("") if write else print_expr(node, args)
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
@@ -272,7 +272,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} += {expr.text}"
         else:
             name = preset and preset.get(node) or namer.fresh(
-                base_name(node, names, spec.output_name, writes, held))
+                node.name or base_name(node, names, output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
@@ -297,14 +297,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                                     and node not in held.fallbacks)
                 target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
-            elif node.loc is not None and node.loc != group_loc:
-                body.append(_comment_for_group(node))
+            elif node.loc is not None and node.loc is not group_loc and node.loc != group_loc:
+                body.append(_comment_for_group(node.loc))  # (a line's ops share its loc)
                 group_loc = node.loc
-        elif node.loc is not None:  # file:line, spelled once per source line
-            where = loc_texts.get(node.loc)
-            if where is None:
-                where = loc_texts[node.loc] = _short_loc(node)
-            statement += f"  # {where}"
+        elif node.loc is not None:  # file:line, spelled once per source line (SourceLoc)
+            statement += f"  # {node.loc.short}"
         if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
