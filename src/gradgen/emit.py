@@ -153,7 +153,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
-    held = Held(graph.nodes, names)  # what unnamed values hold, for their names
+    held = Held(graph.nodes, names, uses, graph.outputs)  # what unnamed values hold, for names
     liveness = _Liveness(graph, writes, has_writes)
     views = _SliceViews(graph, uses, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
