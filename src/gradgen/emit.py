@@ -27,8 +27,8 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
-_NODE_OP, _ORIGIN = attrgetter("op"), attrgetter("origin")
-_IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
+_NODE_OP, _ORIGIN, _AVALS = attrgetter("op"), attrgetter("origin"), attrgetter("avals")
+_IMPORT_RE = {"math": ("math.", re.compile(r"\bmath\.")), "numpy": ("np.", re.compile(r"\bnp\."))}
 
 
 @dataclass
@@ -335,7 +335,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     body[:0] = scope.preamble(code)  # xp = array_namespace(...) where the target needs it
     if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
         code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
-    imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
+    imports = {mod for mod, (prefix, pattern) in _IMPORT_RE.items()
+               if prefix in code and pattern.search(code)}  # (a regex scan only if it may)
     imports |= {op.extra["import"] for op in ops if op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     # (a loop's backward body checks its own adjoints: loops/emit.py)
@@ -505,9 +506,15 @@ class _Liveness:
 
     def __init__(self, graph: Graph, writes, has_writes: bool = True):
         self.readers: dict[Node, int] = {}  # reads still to run, per large named value
+        self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
         written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
                    if has_writes else set())
         returned = {r.node for r in graph.outputs}
+        # The distinct avals first, in C (scalar code shares a few: nothing is ever large)
+        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
+        if not any(aval.py is None and aval.size * aval.dtype.itemsize >= DEL_MIN_BYTES
+                   for aval in dict(zip(map(id, avals), avals)).values()):
+            return
         for node in graph.nodes:
             aval = node.avals[0] if len(node.avals) == 1 else None
             if (aval is None or aval.py is not None or node.op.name in ("input", "const")
@@ -520,7 +527,6 @@ class _Liveness:
             for ref in node.inputs:
                 if ref.node in self.readers:
                     self.readers[ref.node] += 1
-        self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
 
     def _reads(self, node: Node) -> list[Node]:
         out: list[Node] = []
