@@ -17,11 +17,14 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     arith,
     arrays,
     bindings,
+    convolve,
     core,
     elementwise,
     index,
     linalg,
     reduce,
+    running,
+    search,
     shape,
 )
 

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ..tracer import _numpy_scalars, from_nested
+from ..tracer import _numpy_scalars, _stack, from_nested
 from ._sym import locally_constant_floor, sp
 from .adapt import refuse, value
 from .core import literal
@@ -543,6 +543,66 @@ def _np_select(condlist, choicelist, default=0):
     return out
 
 
+def _np_piecewise(x, condlist, funclist, *args, **kw):
+    """np.piecewise as NumPy runs it: each function sees only the entries its condition
+    selects (x[cond]) and its results are written there (y[cond] = ...), later conditions
+    over earlier ones, 0 where none holds. A function is never evaluated outside its piece,
+    so a branch that is undefined there (np.sqrt of a negative) cannot put a nan into the
+    gradient the way np.where's unselected branch does."""
+    x = _array_arg(x)
+    x_shape = np.shape(value(x))
+    if isinstance(condlist, list | tuple) and condlist and all(
+            np.ndim(value(c)) == 0 for c in condlist) and len(x_shape) > 0:
+        condlist = [condlist]  # one condition given as a list of bools (NumPy's reading)
+    if not isinstance(condlist, list | tuple):
+        condlist = [condlist]
+    conds = [_array_arg(c) for c in condlist]
+    if len(funclist) not in (len(conds), len(conds) + 1):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
+                         f"{len(conds) + 1} functions are expected")
+    if len(funclist) == len(conds) + 1:  # the last one: where no condition holds
+        otherwise = conds[0]
+        for c in conds[1:]:
+            otherwise = otherwise | c
+        conds.append(~otherwise if _is_traced(otherwise) else ~np.asarray(otherwise))
+    scalar = len(x_shape) == 0
+    if scalar:  # NumPy reads a 0-d x and its conditions as one-entry arrays
+        x = np.reshape(x, (1,))
+        conds = [np.reshape(c, (1,)) for c in conds]
+    # the result is a new array of x's shape and dtype, traced once a piece is written in
+    y = _stack()[-1].buffer(np.zeros(np.shape(value(x)), np.result_type(value(x))))
+    for cond, func in zip(conds, funclist, strict=False):
+        if not callable(func):
+            y[cond] = func
+            continue
+        piece = x[cond]
+        if np.size(value(piece)):
+            y[cond] = func(piece, *args, **kw)
+    return np.reshape(y, ()) if scalar else y
+
+
+def _np_polyval(p, x):
+    """np.polyval by Horner's rule, y = y * x + p[k] from the highest power down, so the
+    gradient reaches both p and x. NumPy starts from y = 0 * x + p[0]; from p[0] itself the
+    values are the same for every finite x and the module reads as a person writes it."""
+    if isinstance(p, list | tuple):
+        coefficients = list(p)
+    else:
+        p_shape = np.shape(value(p))
+        if len(p_shape) != 1:
+            refuse("np.polyval with coefficients that are not one-dimensional has no gradient "
+                   "rule in gradgen", "pass a 1-D array or list of coefficients")
+        coefficients = [p[k] for k in range(p_shape[0])]
+    x = _array_arg(x)
+    if len(coefficients) < 2:  # NumPy's 0 * x + p[0]: a constant polynomial has x's shape
+        zeros = zeros_like(x) if not isinstance(value(x), np.generic) else np.zeros(())
+        return zeros * x + coefficients[0] if coefficients else zeros
+    y = coefficients[0] * x + coefficients[1]
+    for c in coefficients[2:]:
+        y = y * x + c
+    return y
+
+
 def _np_clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwargs):
     if out is not None or kwargs:
         given = ["out"] if out is not None else []
@@ -579,5 +639,7 @@ def _np_nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 route(np.where, _np_where, "where")
 route(np.select, _np_select, "where", called="np.select")
+route(np.piecewise, _np_piecewise, "getitem", "setitem")
+route(np.polyval, _np_polyval, "mul", "add")
 route(np.clip, _np_clip, "clip", "maximum", "minimum")
 route(np.nan_to_num, _np_nan_to_num, "nan_to_num")
