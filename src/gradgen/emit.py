@@ -123,7 +123,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # and skip the scan each of those needs.
     ops = set(map(_NODE_OP, graph.nodes))
     op_names = {op.name for op in ops}
-    has_writes = any(op.extra.get("statement") for op in ops)
+    # The ops the loop below treats apart: per node, a set lookup instead of a comparison
+    # per case (nearly every node is none of them).
+    leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
+    special_ops = {op for op in ops if op.name in ("adjoint", "guard") or op.extra.get("region")}
+    write_ops = {op for op in ops if op.extra.get("statement")}
+    has_writes = bool(write_ops)
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = ({n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
                if "adjoint" in op_names else set())
@@ -163,11 +168,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     check_finite = spec.check_finite
     preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
-    # The ops this loop treats apart, found once per function: per node, a set lookup
-    # instead of a comparison per case (nearly every node is none of them).
-    leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
-    special_ops = {op for op in ops if op.name in ("adjoint", "guard") or op.extra.get("region")}
-    write_ops = {op for op in ops if op.extra.get("statement")}
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
