@@ -230,3 +230,19 @@ def test_apply_along_axis(name):
     f = APPLY_CASES[name]
     assert_gradient(f, A33)
     assert gradgen.value_and_grad(f)(A33)[0] == pytest.approx(f(A33), rel=1e-15)
+
+
+# --- np.nonzero, np.where(c), np.flatnonzero, np.argwhere -------------------------------------
+
+
+def test_positions_of_a_traced_mask():
+    x = np.array([0.5, -1.0, 2.0, -0.3, 1.0])
+    df = gradgen.grad(lambda x: np.sum(x[np.where(x > 0)] ** 2) + np.sum(x[np.flatnonzero(x < 0)]))
+    np.testing.assert_array_equal(df(x), [1.0, 1.0, 4.0, 1.0, 2.0])
+    np.testing.assert_array_equal(df(-x), [1.0, 2.0, 1.0, 0.6, 1.0])  # another count: retraced
+    a = np.array([[1.0, -2.0], [0.5, 3.0]])
+    for f in (lambda a: np.sum(a[np.nonzero(a > 0)] ** 2),
+              lambda a: np.sum(a[tuple(np.argwhere(a > 0).T)] ** 2),
+              lambda a: np.sum(a[a.nonzero()] * a[np.nonzero(a)])):
+        assert_gradient(f, a)
+    assert "np.count_nonzero(" in gradgen.emit(lambda x: np.sum(x[np.where(x > 0)]), x)
