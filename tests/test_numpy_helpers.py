@@ -246,3 +246,29 @@ def test_positions_of_a_traced_mask():
               lambda a: np.sum(a[a.nonzero()] * a[np.nonzero(a)])):
         assert_gradient(f, a)
     assert "np.count_nonzero(" in gradgen.emit(lambda x: np.sum(x[np.where(x > 0)]), x)
+
+
+# --- np.linalg.lstsq --------------------------------------------------------------------------
+
+TALL = RNG.normal(size=(5, 3))
+B5 = RNG.normal(size=5)
+LSTSQ_CASES = {
+    "solution": (lambda a: np.sum(np.linalg.lstsq(a, B5, rcond=None)[0] ** 2), TALL),
+    "residuals_2d": (lambda a: np.sum(np.linalg.lstsq(a, np.stack([B5, B5**2], 1))[1]), TALL),
+    "residuals_and_s": (lambda a: np.sum(np.linalg.lstsq(a, B5)[1]) + np.sum(
+        np.linalg.lstsq(a, B5)[3]), TALL),
+    "in_b": (lambda b: np.sum(np.linalg.lstsq(TALL, b, rcond=None)[0] ** 2), B5),
+    "wide_min_norm": (lambda a: np.sum(np.linalg.lstsq(a.T, B5[:3], rcond=None)[0] ** 2), TALL),
+}
+
+
+@pytest.mark.parametrize("name", list(LSTSQ_CASES))
+def test_lstsq_of_a_full_rank_matrix(name):
+    f, x = LSTSQ_CASES[name]
+    assert_gradient(f, x)
+    assert gradgen.value_and_grad(f)(x)[0] == pytest.approx(f(x), rel=1e-12)
+
+
+def test_lstsq_refuses_a_rank_deficient_matrix():
+    with pytest.raises(gradgen.UnsupportedOperation, match="rank-deficient"):
+        gradgen.grad(lambda a: np.sum(np.linalg.lstsq(a, B5)[0]))(np.ones((5, 3)))
