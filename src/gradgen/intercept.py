@@ -11,8 +11,8 @@ import types
 
 import numpy as np
 
-from .errors import UnsupportedOperation
-from .ops.registry import BOUND, OPS, Op
+from .errors import UnsupportedOperation, scipy_hint
+from .ops.registry import BOUND, FOREIGN, OPS, Op
 from .source import current_loc
 from .tracer import Tracer, bind, from_nested, has_traced, plain_values
 
@@ -114,6 +114,12 @@ class Interceptor:
             return _TracedVectorize.of(value, self.wrap(value.pyfunc))
         if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
             return _routed(value, BOUND[value])
+        if isinstance(value, types.FunctionType) and (
+                getattr(value, "__module__", None) or "").startswith("scipy."):
+            return _scipy_function(value, f"scipy.special.{value.__name__}" if (
+                value.__module__.startswith("scipy.special")) else value.__qualname__)
+        if isinstance(value, types.ModuleType) and _is_scipy(value.__name__):
+            return _ScipyProxy(value)
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
             return self.function(value)
         if isinstance(value, types.ModuleType) and self._is_user_module(value):
@@ -405,6 +411,59 @@ class _TracedVectorize:
         if self.otypes:
             out = out.astype(np.dtype(self.otypes[0]))
         return out
+
+
+# --- SciPy ----------------------------------------------------------------------------------
+#
+# SciPy's functions are not NumPy's: gradgen has no rows for them (an emitted module imports
+# NumPy and math only). Called on traced values they are refused by name, with the NumPy
+# spelling of the common ones, instead of failing deep inside SciPy's code.
+
+def scipy_refusal(qualname: str) -> UnsupportedOperation:
+    """The error for a SciPy function called on traced values."""
+    return UnsupportedOperation(f"{qualname} (SciPy) has no gradient rule in gradgen",
+                                current_loc(), scipy_hint(qualname.rsplit(".", 1)[-1]))
+
+
+def _is_scipy(module_name: str) -> bool:
+    return module_name == "scipy" or module_name.startswith("scipy.")
+
+
+def _scipy_function(fn, qualname: str):
+    """A SciPy function as traced code sees it: spelled with rows where gradgen has its NumPy
+    form (ops/scipy_special.py), refused by name otherwise."""
+    spelled = FOREIGN.get(qualname)
+
+    def traced(*args, **kwargs):
+        if has_traced(list(args) + list(kwargs.values())):
+            if spelled is not None:
+                return spelled(*args, **kwargs)
+            raise scipy_refusal(qualname)
+        return fn(*args, **kwargs)
+
+    traced.__name__ = getattr(fn, "__name__", "scipy_function")
+    traced.__wrapped__ = fn
+    return traced
+
+
+class _ScipyProxy(types.ModuleType):
+    """A SciPy module as traced code sees it: its functions refuse traced values by name."""
+
+    def __init__(self, module: types.ModuleType):
+        super().__init__(module.__name__, module.__doc__)
+        self.__dict__["_gradgen_original"] = module
+
+    def __getattr__(self, name):
+        module = self.__dict__["_gradgen_original"]
+        value = getattr(module, name)
+        if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
+            value = _routed(value, BOUND[value])
+        elif isinstance(value, types.ModuleType) and _is_scipy(value.__name__):
+            value = _ScipyProxy(value)  # scipy.special, reached from scipy
+        elif callable(value) and not isinstance(value, type | np.ufunc | types.ModuleType):
+            value = _scipy_function(value, f"{module.__name__}.{name}")
+        self.__dict__[name] = value
+        return value
 
 
 # --- random numbers -------------------------------------------------------------------------

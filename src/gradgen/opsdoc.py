@@ -95,6 +95,9 @@ def render_ops_markdown() -> str:
         "`x[mask]`), `np.sum`/`np.mean` with `where=`, `np.allclose` (a Python bool: a guard),",
         "`np.linalg.lstsq` of a full-rank matrix (pinv(a) @ b: equal up to rounding), and",
         "`np.apply_along_axis` and `np.vectorize`, which call your function per slice or entry.",
+        "SciPy's `scipy.special.logsumexp`, `softmax`, `log_softmax` and `expit` are spelled",
+        "with these rows too (the module imports NumPy only; logsumexp's shift passes no",
+        "gradient, as in JAX); any other SciPy function on traced values is refused by name.",
         "",
         "A function without a row raises `gradgen.UnsupportedOperation` naming it and your line.",
         "Add a row with `gradgen.defvjp(fn, vjp_0, vjp_1, ..., sympy=..., rule_text=...)`: each",
@@ -117,7 +120,7 @@ def render_ops_markdown() -> str:
         called = ", ".join(([_SYNTAX[name]] if name in _SYNTAX else []) + sorted(names))
         called = called or "internal (inserted by reverse mode)"
         if op.nondiff:
-            rule = "locally constant: zero gradient"
+            rule = op.extra.get("doc", "locally constant: zero gradient")
         else:
             rule = "; ".join(f"`{t}`" for t in op.rule_text) or "identity"
         rule = rule.replace("|", chr(92) + "|")
