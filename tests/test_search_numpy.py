@@ -246,3 +246,14 @@ def test_piecewise_constants_scalars_and_guards():
     df(np.array([-1.0, 2.0]))
     # a piece holding another number of entries is another path: traced again, not wrong
     np.testing.assert_array_equal(df(np.array([1.0, 2.0])), [2.0, 4.0])
+
+
+def test_lists_where_numpy_reads_arrays():
+    def f(x):
+        k = np.searchsorted([0.0, 0.5, 1.0], x) + np.digitize(x, [0.25, 0.75])
+        return np.sum(np.interp(x, [0, 1, 2], [1, 3, 2]) * k)
+
+    x = np.array([0.1, 0.6, 1.5])
+    grad = gradgen.grad(f)(x)
+    k = np.searchsorted([0.0, 0.5, 1.0], x) + np.digitize(x, [0.25, 0.75])
+    np.testing.assert_array_equal(grad, np.array([2.0, 2.0, -1.0]) * k)

@@ -19,13 +19,17 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     bindings,
     convolve,
     core,
+    differences,
     elementwise,
+    functional,
     index,
     linalg,
     reduce,
     running,
+    scipy_special,
     search,
     shape,
+    statistics,
 )
 
 __all__ = [

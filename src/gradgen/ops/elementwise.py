@@ -244,6 +244,29 @@ isnan = _bool_test("isnan", math.isnan, np.isnan, lambda x: sp.false)
 isinf = _bool_test("isinf", math.isinf, np.isinf, lambda x: sp.false)
 
 
+_CLOSE = {"rtol": 1e-05, "atol": 1e-08}
+
+
+def _print_isclose(node, args):
+    parts = [args[0].text, args[1].text]
+    parts += [f"{key}={node.attrs[key]!r}" for key, default in _CLOSE.items()
+              if node.attrs.get(key, default) != default]
+    if node.attrs.get("equal_nan"):
+        parts.append("equal_nan=True")
+    return Expr(f"np.isclose({', '.join(parts)})")
+
+
+# |a - b| <= atol + rtol * |b|, NumPy's test (not symmetric in a and b, unlike math.isclose)
+isclose = defop(
+    "isclose",
+    lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: np.isclose(
+        a, b, rtol=rtol, atol=atol, equal_nan=equal_nan),
+    _print_isclose, nondiff=True, elementwise=True,
+    sympy=lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: (
+        sp.Abs(a - b) <= atol + rtol * sp.Abs(b)),
+    xp="np.isclose has no array-API form (the standard has no isclose)")
+
+
 def _print_signbit(node, args):
     if node.aval.py is not None:  # math has no signbit: the sign copied onto 1.0
         return Expr(f"math.copysign(1.0, {args[0].text}) < 0", PREC_COMPARE)
@@ -603,6 +626,24 @@ def _np_polyval(p, x):
     return y
 
 
+def _close_args(name, rtol, atol, equal_nan):
+    for key, v in (("rtol", rtol), ("atol", atol)):
+        if _is_traced(v) or np.ndim(v):
+            refuse(f"{name} with a traced or array {key}= has no rule in gradgen",
+                   f"pass {key} as a number")
+    return {"rtol": float(rtol), "atol": float(atol), "equal_nan": bool(equal_nan)}
+
+
+def _np_isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _numpy_kinds(_array_arg(a), _array_arg(b))
+    return isclose(a, b, **_close_args("np.isclose", rtol, atol, equal_nan))
+
+
+def _np_allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """A Python bool, as NumPy gives: the trace takes it as a guard of its path."""
+    return bool(np.all(_np_isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+
 def _np_clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwargs):
     if out is not None or kwargs:
         given = ["out"] if out is not None else []
@@ -641,5 +682,7 @@ route(np.where, _np_where, "where")
 route(np.select, _np_select, "where", called="np.select")
 route(np.piecewise, _np_piecewise, "getitem", "setitem")
 route(np.polyval, _np_polyval, "mul", "add")
+route(np.isclose, _np_isclose, "isclose")
+route(np.allclose, _np_allclose, "isclose", "all")
 route(np.clip, _np_clip, "clip", "maximum", "minimum")
 route(np.nan_to_num, _np_nan_to_num, "nan_to_num")

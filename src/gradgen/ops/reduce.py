@@ -800,6 +800,25 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     return _matrix_norm(x, ord, axis, keepdims)
 
 
+def _np_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """np.linalg.vector_norm (NumPy 2): the vector norm over ``axis`` (all axes, or a tuple
+    of them, as one flattened vector)."""
+    value = _value(x)
+    np.linalg.vector_norm(value, axis=axis, keepdims=keepdims, ord=ord)  # NumPy's errors
+    axes = _axes(x, axis) or tuple(range(np.ndim(value)))
+    if ord == 2 and axis is None:
+        return norm(x, axis=None, keepdims=bool(keepdims))
+    return _vector_norm(x, ord, axes, bool(keepdims))
+
+
+def _np_matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """np.linalg.matrix_norm (NumPy 2): the matrix norm over the last two axes."""
+    value = _value(x)
+    np.linalg.matrix_norm(value, keepdims=keepdims, ord=ord)  # NumPy's errors
+    nd = np.ndim(value)
+    return _matrix_norm(x, ord, (nd - 2, nd - 1), bool(keepdims))
+
+
 def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return norm(x, axis=axis, keepdims=keepdims)
@@ -896,6 +915,9 @@ route(np.cumprod, _cumulative(cumprod, "np.cumprod"), "cumprod")
 route(np.ptp, _ptp, "max", "min")
 route(np.average, _average, "mean", "sum")
 route(np.linalg.norm, _norm, "norm", "sum", "max", "min")
+if hasattr(np.linalg, "vector_norm"):  # NumPy 2's array API spellings
+    route(np.linalg.vector_norm, _np_vector_norm, "norm", "sum", "max", "min")
+    route(np.linalg.matrix_norm, _np_matrix_norm, "norm", "sum", "max", "min")
 route(np.median, _median, "mean")
 route(np.quantile, _quantile("np.quantile", 1), "argsort", "take_along_axis", "getitem")
 route(np.percentile, _quantile("np.percentile", 100), "argsort", "take_along_axis",

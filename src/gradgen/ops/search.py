@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tracer import from_nested
 from ._sym import sp
 from .adapt import hinted, refuse
 from .arrays import _value
@@ -62,6 +63,7 @@ def _np_searchsorted(a, v, side="left", sorter=None):
                "sort the array first: np.searchsorted(np.sort(a), v)")
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right' (got {side!r})")
+    a, v = _listed(a), _listed(v)
     if np.ndim(_value(a)) != 1:
         raise ValueError("object too deep for desired array")  # NumPy's own message
     return searchsorted(a, v, side=side)
@@ -70,13 +72,37 @@ def _np_searchsorted(a, v, side="left", sorter=None):
 route(np.searchsorted, _np_searchsorted, "searchsorted")
 
 
+def _listed(x):
+    """A list or tuple (of numbers or traced values) as the array NumPy reads it as."""
+    return from_nested(x, None) if isinstance(x, list | tuple) else x
+
+
+def _np_digitize(x, bins, right=False):
+    """np.digitize as NumPy computes it: a search in increasing bins (side right unless
+    right=True), or in the reversed decreasing bins counted from the end."""
+    x, bins = _listed(x), _listed(bins)
+    edges = np.asarray(getattr(bins, "value", bins))
+    if edges.ndim != 1:
+        raise ValueError("bins must be one-dimensional")
+    steps = np.diff(edges)
+    if np.all(steps >= 0):
+        return searchsorted(bins, x, side="left" if right else "right")
+    if np.all(steps <= 0):
+        flipped = getitem(bins, index=(("slice", None, None, -1),)) if hasattr(bins, "ref") \
+            else np.ascontiguousarray(edges[::-1])
+        return len(edges) - searchsorted(flipped, x, side="left" if right else "right")
+    raise ValueError("bins must be monotonically increasing or decreasing")
+
+
+route(np.digitize, _np_digitize, "searchsorted")
+
+
 # --- np.interp -------------------------------------------------------------------------------
 
 
 def _as_float64(x):
     """np.interp computes in float64 whatever it is given (float32 and ints included)."""
-    if isinstance(x, list | tuple):
-        x = BOUND[np.array](x)
+    x = _listed(x)
     kind = np.result_type(_value(x))
     if kind.kind == "c":
         refuse("np.interp of complex values has no gradient rule in gradgen")
