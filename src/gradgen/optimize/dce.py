@@ -54,6 +54,14 @@ def dce(graph: Graph) -> tuple[Graph, bool]:
     return pruned, True
 
 
+def forget_reads(graph: Graph) -> Graph:
+    """``graph`` without dce's counts, once no pass will run on it again (a built function's
+    graphs: they would hold a copy of the node list and a count per node for as long as the
+    function lives, and the cyclic GC would walk them)."""
+    graph.meta.pop(_READS, None)
+    return graph
+
+
 def _removable(node: Node) -> bool:
     """Inputs stay (they are the signature), and so do guards and loops with guards inside
     (gradgen.loops): they are checks that must still run."""
