@@ -52,7 +52,7 @@ _PY_AVALS = {float: Aval((), np.dtype(np.float64), float), int: Aval((), np.dtyp
              bool: Aval((), np.dtype(bool), bool)}
 # The avals of a node with one Python number as its value: one tuple shared by all of them
 # (most nodes of scalar code), not one per node for the cyclic GC to walk once a build ends.
-_ONE_PY_AVAL = {aval.py: (aval,) for aval in _PY_AVALS.values()}
+PY_NUMBER_AVALS = {aval.py: (aval,) for aval in _PY_AVALS.values()}
 
 
 def aval_of(value: Any) -> Aval:
@@ -131,7 +131,7 @@ class Node:
         self.op = op
         self.inputs: tuple[Ref, ...] = tuple(inputs)
         self.attrs: dict[str, Any] = attrs
-        shared = _ONE_PY_AVAL.get(avals[0].py) if len(avals) == 1 else None
+        shared = PY_NUMBER_AVALS.get(avals[0].py) if len(avals) == 1 else None
         self.avals: tuple[Aval, ...] = (
             shared if shared is not None and shared[0] is avals[0] else tuple(avals))
         self.loc: SourceLoc | None = loc

@@ -8,7 +8,7 @@ from collections import Counter
 
 from ..ir import Graph, Node
 
-_REF_NODE = operator.attrgetter("node")
+_REF_NODE = operator.itemgetter(0)  # Ref.node, read in C without the property
 _NODE_INPUTS = operator.attrgetter("inputs")
 # graph.meta key: (nodes, reads, unread) of the last graph dce looked at, where reads
 # counts the edges into each node and unread lists the nodes no edge reads. The build asks
