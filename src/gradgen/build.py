@@ -403,7 +403,7 @@ def build(fn, args, request: Request, command: str | None = None,
     ]
     module = Module(header, specs, request.target)  # nothing is written before it is read
     release_values(forward, full)
-    forget_counts(forward, *(spec.graph for spec in specs))
+    forget_build_state(forward, *(spec.graph for spec in specs))
     return Built(module, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))
 
@@ -425,12 +425,14 @@ def release_values(forward: Graph, joint: Graph) -> None:
                 values[node] = Pending.of(value, node.op.n_out)
 
 
-def forget_counts(*graphs: Graph) -> None:
-    """Drop what the passes counted in the graphs a built function keeps: no pass runs on
-    them again (a per-node count and a copy of the node list, for as long as the function
-    lives, for the cyclic GC to walk)."""
+def forget_build_state(*graphs: Graph) -> None:
+    """Drop what only the build reads from the graphs a built function keeps: what the
+    passes counted (no pass runs on them again) and reverse's map from each forward value to
+    its adjoint (read by _intermediate_refs). Each is an entry per node for as long as the
+    function lives, for the cyclic GC to walk."""
     for graph in graphs:
         forget_reads(graph)
+        graph.meta.pop("adjoints", None)
 
 
 def _output_name(forward: Graph) -> str:
@@ -587,7 +589,7 @@ def build_jacobian(fn, args, request: Request, gradient=None,
     ]
     module = Module(header, [spec])
     release_values(forward, full)
-    forget_counts(forward, full)
+    forget_build_state(forward, full)
     return Built(module, forward, full, fname, request, wrt, (tree, items))
 
 
