@@ -6,6 +6,8 @@ module (and sympy, through gradgen.check, for one of each); values with NumPy's.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -272,3 +274,29 @@ def test_lstsq_of_a_full_rank_matrix(name):
 def test_lstsq_refuses_a_rank_deficient_matrix():
     with pytest.raises(gradgen.UnsupportedOperation, match="rank-deficient"):
         gradgen.grad(lambda a: np.sum(np.linalg.lstsq(a, B5)[0]))(np.ones((5, 3)))
+
+
+# --- np.vectorize -----------------------------------------------------------------------------
+
+
+@np.vectorize
+def _huber(t):
+    if abs(t) < 1.0:
+        return 0.5 * t * t
+    return abs(t) - 0.5
+
+
+def vectorized(x):
+    scaled = np.vectorize(lambda t, c: math.exp(-t * t) * c, excluded={1})
+    return np.sum(scaled(x, 2.0)) + np.sum(_huber(x)) + np.sum(
+        np.vectorize(lambda t: t**2 + 1.0)(x.reshape(2, 3)) * np.arange(6.0).reshape(2, 3))
+
+
+def test_vectorize_runs_the_function_per_entry():
+    x = np.array([-1.5, -0.3, 0.2, 0.7, 1.2, 2.0])
+    assert_gradient(vectorized, x)
+    df = gradgen.grad(vectorized)
+    df(x)
+    np.testing.assert_allclose(df(-x), _assert_gradient(vectorized, -x)[0])  # other branches
+    with pytest.raises(gradgen.UnsupportedOperation, match="signature="):
+        gradgen.grad(lambda x: np.sum(np.vectorize(np.sum, signature="(n)->()")(x)))(x)

@@ -11,9 +11,9 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import GradgenError, UnsupportedOperation
+from .errors import GradgenError, UnsupportedOperation, scipy_hint
 from .ir import _PY_AVALS, Graph, Node, Ref, _new_ref, aval_of
-from .ops.registry import BOUND, OPS, set_bind
+from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import float_literal, negated_path
 from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
@@ -776,6 +776,15 @@ class Tracer:
         if handler is None or kwargs:
             if _all_constant(inputs) and not kwargs:
                 return ufunc(*(tracer_value(a) for a in inputs))
+            spelled = FOREIGN.get(f"scipy.special.{ufunc.__name__}")
+            if handler is None and spelled is not None and not kwargs:
+                return spelled(*inputs)  # scipy.special.expit: its NumPy form's rows
+            if handler is None and getattr(ufunc, "__module__", None) != "numpy":  # SciPy's
+                special = sys.modules.get("scipy.special")
+                name = (f"scipy.special.{ufunc.__name__}" if getattr(
+                    special, ufunc.__name__, None) is ufunc else f"the ufunc {ufunc.__name__}")
+                raise UnsupportedOperation(f"{name} has no gradient rule in gradgen",
+                                           current_loc(), scipy_hint(ufunc.__name__))
             extra = f" with {', '.join(kwargs)}=" if kwargs and handler else ""
             raise _unsupported(f"np.{ufunc.__name__}{extra} has no gradient rule in gradgen")
         result = handler(*_numpy_scalars(inputs))
