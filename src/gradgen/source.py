@@ -111,9 +111,13 @@ _LINES_OF_CODE: dict[int, _LineTable] = {}
 
 
 class _LineTable(NamedTuple):
+    """co_lines()'s ranges, (start, end, line) each, as one list per field: lists of ints
+    are three objects for the cyclic GC where a tuple per range was one per statement."""
+
     code: weakref.ref  # (the code object itself would be kept alive by the cache)
-    ranges: list[tuple[int, int, int | None]]  # co_lines(): (start, end, line)
     starts: list[int]  # byte offset where each range starts, for bisect
+    ends: list[int]
+    lines: list[int | None]
 
 
 def frame_line(frame) -> int:
@@ -127,8 +131,8 @@ def frame_line(frame) -> int:
     lasti = frame.f_lasti
     k = bisect.bisect_right(table.starts, lasti) - 1
     if k >= 0:
-        _, end, line = table.ranges[k]
-        if lasti < end and line is not None:
+        line = table.lines[k]
+        if lasti < table.ends[k] and line is not None:
             return line
     return frame.f_lineno
 
@@ -140,8 +144,9 @@ def _line_table(code) -> _LineTable:
     if table is None or table.code() is not code:
         ranges = list(code.co_lines())
         table = _LINES_OF_CODE[key] = _LineTable(
-            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), ranges,
-            [start for start, _, _ in ranges])
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)),
+            [start for start, _, _ in ranges], [end for _, end, _ in ranges],
+            [line for _, _, line in ranges])
     _last_table = table  # one assignment: another thread sees the old table or the new
     return table
 
@@ -150,7 +155,7 @@ class _Gone:
     pass
 
 
-_last_table = _LineTable(weakref.ref(_Gone()), [], [])  # a dead reference: no table yet
+_last_table = _LineTable(weakref.ref(_Gone()), [], [], [])  # a dead reference: no table yet
 
 
 def current_loc() -> SourceLoc | None:
