@@ -118,19 +118,25 @@ class _LineTable(NamedTuple):
 
 def frame_line(frame) -> int:
     """``frame.f_lineno``, in logarithmic time however long the frame's function is."""
+    return line_span(frame, frame.f_lasti)[0]
+
+
+def line_span(frame, lasti: int) -> tuple[int, int, int]:
+    """(line, start, stop): the line ``frame`` runs at instruction offset ``lasti``, and the
+    offsets [start, stop) around it that run that line too (the tracer's location of the
+    next op is the same while the frame stays in them)."""
     code = frame.f_code
     table = _last_table
     if table.code() is not code:  # (the ops of a trace come from one long function, mostly)
         if len(code.co_code) < _LONG_CODE:
-            return frame.f_lineno
+            return frame.f_lineno, lasti, lasti + 1
         table = _line_table(code)
-    lasti = frame.f_lasti
     k = bisect.bisect_right(table.starts, lasti) - 1
     if k >= 0:
-        _, end, line = table.ranges[k]
+        start, end, line = table.ranges[k]
         if lasti < end and line is not None:
-            return line
-    return frame.f_lineno
+            return line, start, end
+    return frame.f_lineno, lasti, lasti + 1
 
 
 def _line_table(code) -> _LineTable:
