@@ -110,6 +110,8 @@ class Interceptor:
             return _NUMPY_BY_FUNCTION[value]
         if isinstance(value, types.BuiltinFunctionType):
             return _MATH_BY_FUNCTION.get(value, value)
+        if isinstance(value, np.vectorize):  # @np.vectorize over a function of the user's
+            return _TracedVectorize.of(value, self.wrap(value.pyfunc))
         if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
             return _routed(value, BOUND[value])
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
@@ -354,6 +356,57 @@ class _NumpyProxy(types.ModuleType):
 NUMPY_PROXY = _NumpyProxy("numpy", np.__doc__)
 
 
+# --- np.vectorize ---------------------------------------------------------------------------
+
+
+class _TracedVectorize:
+    """``np.vectorize(pyfunc)`` as traced code sees it. Called with traced values, ``pyfunc``
+    runs once per entry of the broadcast arguments, as NumPy's own loop runs it (so a branch
+    inside it is a guard per entry), and the results are stacked into the array NumPy would
+    return; with plain values it is NumPy's vectorize. One call per entry makes a long trace
+    for a large array: an array expression of the same arithmetic traces in one op."""
+
+    def __init__(self, pyfunc=np._NoValue, otypes=None, doc=None, excluded=None, cache=False,
+                 signature=None):
+        self.plain = np.vectorize(pyfunc, otypes=otypes, doc=doc, excluded=excluded,
+                                  cache=cache, signature=signature)
+        self.pyfunc, self.otypes, self.signature = pyfunc, otypes, signature
+        self.excluded = set(excluded or ())
+
+    @classmethod
+    def of(cls, vectorized: np.vectorize, pyfunc) -> _TracedVectorize:
+        return cls(pyfunc, otypes=vectorized.otypes or None, excluded=vectorized.excluded,
+                   signature=vectorized.signature)
+
+    def __call__(self, *args, **kwargs):
+        if self.pyfunc is np._NoValue:  # @np.vectorize(otypes=...) as a decorator
+            return _TracedVectorize(args[0], otypes=self.otypes, excluded=self.excluded,
+                                    signature=self.signature)
+        if not has_traced(list(args) + list(kwargs.values())):
+            return self.plain(*args, **kwargs)
+        if self.signature is not None:
+            raise UnsupportedOperation("np.vectorize(..., signature=...) of traced values has "
+                                       "no rule in gradgen", current_loc(),
+                                       "write the function on whole arrays")
+        looped = [i for i in range(len(args)) if i not in self.excluded]
+        named = [k for k in kwargs if k not in self.excluded]
+        values = {**{i: args[i] for i in looped}, **{k: kwargs[k] for k in named}}
+        values = {k: from_nested(v, None) if isinstance(v, list | tuple) else v
+                  for k, v in values.items()}
+        shape = np.broadcast_shapes(*(np.shape(v.value if isinstance(v, Tracer) else v)
+                                      for v in values.values()))
+        spread = {k: np.broadcast_to(v, shape) for k, v in values.items()}
+        results = []
+        for index in np.ndindex(shape):
+            call_args = [spread[i][index] if i in spread else a for i, a in enumerate(args)]
+            call_kwargs = {k: spread[k][index] if k in spread else v for k, v in kwargs.items()}
+            results.append(self.pyfunc(*call_args, **call_kwargs))
+        out = np.reshape(from_nested(results, None), shape)
+        if self.otypes:
+            out = out.astype(np.dtype(self.otypes[0]))
+        return out
+
+
 # --- random numbers -------------------------------------------------------------------------
 # A draw made while tracing is a constant of the trace: the emitted module (and the cached
 # gradient of @grad) would reuse this trace's numbers on every later call, while the user's
@@ -421,3 +474,4 @@ class _RandomProxy(types.ModuleType):
 _RANDOM_PROXIES = {"numpy.random": _RandomProxy(np.random, "np.random"),
                    "random": _RandomProxy(random, "random")}
 NUMPY_OVERRIDES["random"] = _RANDOM_PROXIES["numpy.random"]
+NUMPY_OVERRIDES["vectorize"] = _TracedVectorize

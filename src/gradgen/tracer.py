@@ -745,9 +745,18 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         if self.is_constant:
             return np.asarray(self.value, dtype=dtype)
+        if self.aval.dtype.kind in "iub":  # most often table[i]: NumPy's own indexing
+            raise _unsupported(
+                "a traced index or mask used on a plain NumPy array (table[i] where i comes "
+                "from traced values) would be read as fixed numbers",
+                "make the array one of the traced code, table = np.asarray(table) inside the "
+                "function, so that table[i] is traced too; or use np.take_along_axis")
         raise _unsupported(
-            "converting a traced value to a plain NumPy array (np.asarray, np.array or a "
-            "NumPy function without a gradient rule) would hide it from the gradient")
+            "converting a traced value to a plain NumPy array (np.asarray, np.array, "
+            "np.float64(x) or a NumPy function without a gradient rule) would hide it from "
+            "the gradient", "for np.float64(x) write x.astype(np.float64); otherwise add a "
+            "rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a gradgen.Function "
+            "with a backward")
 
     def __iter__(self):
         if not self.shape:
@@ -792,7 +801,8 @@ class Tracer:
         out = kwargs.pop("out", None)
         if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
             return BOUND["add.at"](*inputs)
-        if method in ("reduce", "accumulate") and ufunc in _UFUNC_METHODS[method]:
+        if method in ("reduce", "accumulate") and (ufunc in _UFUNC_METHODS[method]
+                                                   or (ufunc, method) in BOUND):
             return _ufunc_method(ufunc, method, inputs, kwargs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
@@ -960,7 +970,7 @@ def numpy_name(func) -> str:
     return f"{module}.{func.__name__}"
 
 
-# np.add.reduce(x) is np.sum(x, axis=0), np.maximum.accumulate is not here: no rule for it
+# np.add.reduce(x) is np.sum(x, axis=0); np.maximum.accumulate has a row (ops/running.py)
 _UFUNC_METHODS = {
     "reduce": {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min},
     "accumulate": {np.add: np.cumsum, np.multiply: np.cumprod},
@@ -976,7 +986,8 @@ def _ufunc_method(ufunc, method, inputs, kwargs):
         words = f" with {', '.join(extra)}=" if extra else ""
         raise _unsupported(f"np.{ufunc.__name__}.{method}{words} has no gradient rule in gradgen")
     axis = kwargs.get("axis", 0)
-    function = _UFUNC_METHODS[method][ufunc]
+    # the rows' own handlers (np.maximum.accumulate: ops/running.py), else a NumPy twin
+    function = BOUND.get((ufunc, method)) or _UFUNC_METHODS[method][ufunc]
     if method == "accumulate" and axis is None:
         raise _unsupported(f"np.{ufunc.__name__}.accumulate with axis=None")
     return function(inputs[0], axis=axis, **({"keepdims": True} if kwargs.get("keepdims")
