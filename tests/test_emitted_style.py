@@ -514,3 +514,56 @@ def test_a_literal_takes_the_sign_of_a_negated_product():
     grad = source[source.index("def _gauss_grad("):].split("\n\n\n")[0]
     assert "-2 * (" in grad and "2 * (-" not in grad, grad
     np.testing.assert_allclose(gradgen.grad(_gauss)(x), _numeric_grad(_gauss, x), rtol=1e-6)
+
+
+def _random_sums(count: int, seed: int) -> list[tuple[str, str]]:
+    """(target, value) pairs: sums as the backward's printers write them, with minimal
+    parentheses, of 2 to 16 terms of varied kinds and lengths."""
+    rng = random.Random(seed)
+
+    def name():
+        return rng.choice(["x", "grad_t", "t", "sin_t", "grad_h_row"]) + (
+            f"{rng.randint(0, 99999)}" if rng.random() < 0.7 else "") + (
+            "_" + "v" * rng.randint(1, 40) if rng.random() < 0.2 else "")
+
+    def term(depth=0):
+        r = rng.random()
+        if depth > 2 or r < 0.3:
+            return name() if rng.random() < 0.85 else rng.choice(["2.0", "0.25", "1e-05"])
+        if r < 0.5:
+            return f"{term(depth + 1)} {rng.choice(['*', '/'])} {name()}"
+        if r < 0.6:
+            return f"{name()}**{rng.choice(['2', '3', '0.5'])}"
+        if r < 0.7:
+            return f"-{name()} * {term(depth + 1)}"
+        if r < 0.8:
+            return f"{rng.choice(['math.sin', 'math.exp', 'np.sum'])}({value(depth + 1)})"
+        if r < 0.9:
+            return f"{name()} * ({value(depth + 1)})"
+        return f"{name()}[{rng.choice(['0', '1:-1', 'i + 1'])}]"
+
+    def value(depth=0):
+        parts = [term(depth)]
+        for _ in range(rng.randint(1, 15 if depth == 0 else 2)):
+            parts.append(f"{rng.choice(['+', '-'])} {term(depth)}")
+        return " ".join(parts)
+
+    return [(name(), value()) for _ in range(count)]
+
+
+def test_long_sums_are_laid_out_as_the_general_layout_does():
+    """``layout.sum_assignment`` (the emitter's path for long fused sums, no parsing) gives
+    exactly what ``layout.statement`` gives, whenever it answers; it declines otherwise."""
+    answered = declined = 0
+    for target, value in _random_sums(600, seed=20261124):
+        for indent in (1, 2, 4):
+            line = f"{target} = {value}"
+            fast = layout.sum_assignment(target, value, indent)
+            if fast is None:
+                declined += 1
+                continue
+            answered += 1
+            assert fast == layout.statement(line, indent), line
+    assert answered > 300 and declined > 300, (answered, declined)  # both ways exercised
+    assert layout.sum_assignment("y", "a + b", 1) is None  # fits: nothing to do
+    assert layout.sum_assignment("y", "a" * 60 + " + " + "b" * 60, 1) is None  # one operator

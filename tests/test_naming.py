@@ -242,3 +242,27 @@ def test_a_fused_sum_named_after_its_value_says_whose_uses_it_gathers():
     source = gradgen.emit(mlp.loss, *mlp.example_args())
     assert "    # shifted is used 2 times by mlp.py:19: one fused sum\n    grad_shifted = " in source
     assert "this value is used" not in source
+
+
+def reads_twice_and_returns(x):
+    a = x + 1.0
+    b = a * a  # one reader, reading a twice
+    return np.sin(b), b  # b is returned and read by one op
+
+
+def test_the_one_reader_of_a_value():
+    """``Held.reader``: the node that reads a value, when no other node does (a node reading
+    it twice is still one reader; the graph returning it is no reader), with the counts the
+    emitter already has or counted on first use: the same answers either way."""
+    graph = gradgen.trace(reads_twice_and_returns, 0.7)
+    graph = graph.with_nodes(graph.nodes, graph.outputs)
+    expected = {}
+    for node in graph.nodes:
+        readers = {reader for reader in graph.nodes if any(r.node is node for r in reader.inputs)}
+        expected[node] = readers.pop() if len(readers) == 1 else None
+    assert any(e is not None and sum(r.node is n for r in e.inputs) == 2
+               for n, e in expected.items())  # a * a is in the graph
+    assert any(e is not None and any(r.node is n for r in graph.outputs)
+               for n, e in expected.items())  # so is b, returned and read once
+    for held in (Held(graph.nodes, {}), Held(graph.nodes, {}, graph.uses(), graph.outputs)):
+        assert {node: held.reader(node) for node in graph.nodes} == expected

@@ -6,6 +6,8 @@ module (and sympy, through gradgen.check, for one of each); values with NumPy's.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -230,3 +232,71 @@ def test_apply_along_axis(name):
     f = APPLY_CASES[name]
     assert_gradient(f, A33)
     assert gradgen.value_and_grad(f)(A33)[0] == pytest.approx(f(A33), rel=1e-15)
+
+
+# --- np.nonzero, np.where(c), np.flatnonzero, np.argwhere -------------------------------------
+
+
+def test_positions_of_a_traced_mask():
+    x = np.array([0.5, -1.0, 2.0, -0.3, 1.0])
+    df = gradgen.grad(lambda x: np.sum(x[np.where(x > 0)] ** 2) + np.sum(x[np.flatnonzero(x < 0)]))
+    np.testing.assert_array_equal(df(x), [1.0, 1.0, 4.0, 1.0, 2.0])
+    np.testing.assert_array_equal(df(-x), [1.0, 2.0, 1.0, 0.6, 1.0])  # another count: retraced
+    a = np.array([[1.0, -2.0], [0.5, 3.0]])
+    for f in (lambda a: np.sum(a[np.nonzero(a > 0)] ** 2),
+              lambda a: np.sum(a[tuple(np.argwhere(a > 0).T)] ** 2),
+              lambda a: np.sum(a[a.nonzero()] * a[np.nonzero(a)])):
+        assert_gradient(f, a)
+    assert "np.count_nonzero(" in gradgen.emit(lambda x: np.sum(x[np.where(x > 0)]), x)
+
+
+# --- np.linalg.lstsq --------------------------------------------------------------------------
+
+TALL = RNG.normal(size=(5, 3))
+B5 = RNG.normal(size=5)
+LSTSQ_CASES = {
+    "solution": (lambda a: np.sum(np.linalg.lstsq(a, B5, rcond=None)[0] ** 2), TALL),
+    "residuals_2d": (lambda a: np.sum(np.linalg.lstsq(a, np.stack([B5, B5**2], 1))[1]), TALL),
+    "residuals_and_s": (lambda a: np.sum(np.linalg.lstsq(a, B5)[1]) + np.sum(
+        np.linalg.lstsq(a, B5)[3]), TALL),
+    "in_b": (lambda b: np.sum(np.linalg.lstsq(TALL, b, rcond=None)[0] ** 2), B5),
+    "wide_min_norm": (lambda a: np.sum(np.linalg.lstsq(a.T, B5[:3], rcond=None)[0] ** 2), TALL),
+}
+
+
+@pytest.mark.parametrize("name", list(LSTSQ_CASES))
+def test_lstsq_of_a_full_rank_matrix(name):
+    f, x = LSTSQ_CASES[name]
+    assert_gradient(f, x)
+    assert gradgen.value_and_grad(f)(x)[0] == pytest.approx(f(x), rel=1e-12)
+
+
+def test_lstsq_refuses_a_rank_deficient_matrix():
+    with pytest.raises(gradgen.UnsupportedOperation, match="rank-deficient"):
+        gradgen.grad(lambda a: np.sum(np.linalg.lstsq(a, B5)[0]))(np.ones((5, 3)))
+
+
+# --- np.vectorize -----------------------------------------------------------------------------
+
+
+@np.vectorize
+def _huber(t):
+    if abs(t) < 1.0:
+        return 0.5 * t * t
+    return abs(t) - 0.5
+
+
+def vectorized(x):
+    scaled = np.vectorize(lambda t, c: math.exp(-t * t) * c, excluded={1})
+    return np.sum(scaled(x, 2.0)) + np.sum(_huber(x)) + np.sum(
+        np.vectorize(lambda t: t**2 + 1.0)(x.reshape(2, 3)) * np.arange(6.0).reshape(2, 3))
+
+
+def test_vectorize_runs_the_function_per_entry():
+    x = np.array([-1.5, -0.3, 0.2, 0.7, 1.2, 2.0])
+    assert_gradient(vectorized, x)
+    df = gradgen.grad(vectorized)
+    df(x)
+    np.testing.assert_allclose(df(-x), _assert_gradient(vectorized, -x)[0])  # other branches
+    with pytest.raises(gradgen.UnsupportedOperation, match="signature="):
+        gradgen.grad(lambda x: np.sum(np.vectorize(np.sum, signature="(n)->()")(x)))(x)

@@ -602,3 +602,25 @@ def test_dce_follows_inputs_that_lose_their_last_reader():
     assert changed and _ops(pruned) == ["input", "input", "mul", "add"]
     again, changed = dce(pruned)
     assert not changed and again is pruned
+
+
+# --- what a built function keeps ----------------------------------------------------------
+
+
+def test_a_built_function_keeps_no_pass_counts_and_shares_scalar_avals():
+    """The graphs a compiled path keeps (for source, explain, check, grad of grad) hold
+    neither dce's counts nor the scan (a list of every node and a count per node, for as long
+    as the function lives), and the nodes of scalar code share one avals tuple: what the
+    cyclic GC walks after a build is the graph itself. (Nor reverse's map from forward values
+    to adjoints: only the build reads it.)"""
+    df = gradgen.grad(identities_everywhere, argnums=(0, 1))
+    df(1.5, 2.0)
+    built = df._last.built
+    graphs = [built.forward, built.joint, *(spec.graph for spec in built.specs)]
+    assert df(1.5, 2.0) == gradgen.grad(identities_everywhere, argnums=(0, 1))(1.5, 2.0)
+    for graph in graphs:
+        assert not {"dce.reads", "optimize.scan", "adjoints"} & set(graph.meta)
+    scalar = [n for g in graphs for n in g.nodes if len(n.avals) == 1 and n.aval.py is float]
+    assert len(scalar) > 20
+    assert len({id(n.avals) for n in scalar}) == 1
+    assert built.source.count("def ") == 2  # the other function is still written on demand

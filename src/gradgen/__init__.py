@@ -26,6 +26,7 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     linalg,
     reduce,
     running,
+    scipy_special,
     search,
     shape,
     statistics,

@@ -18,7 +18,7 @@ from .errors import GradgenError, NonScalarOutput
 from .ir import Graph, Node, Ref, aval_of
 from .ops import OPS
 from .ops.core import literal
-from .optimize import dce, optimize, own_outputs
+from .optimize import dce, forget_reads, optimize, own_outputs
 from .pytree import LEAF, TreeDef, format_structure
 from .reverse import reverse
 from .source import function_source
@@ -403,6 +403,7 @@ def build(fn, args, request: Request, command: str | None = None,
     ]
     module = Module(header, specs, request.target)  # nothing is written before it is read
     release_values(forward, full)
+    forget_build_state(forward, *(spec.graph for spec in specs))
     return Built(module, forward, full, fname, request, wrt, returns_full, tuple(header),
                  tuple(specs))
 
@@ -422,6 +423,16 @@ def release_values(forward: Graph, joint: Graph) -> None:
             elif node.op.n_out > 1 and isinstance(value, tuple) and any(
                     isinstance(v, np.ndarray) for v in value):
                 values[node] = Pending.of(value, node.op.n_out)
+
+
+def forget_build_state(*graphs: Graph) -> None:
+    """Drop what only the build reads from the graphs a built function keeps: what the
+    passes counted (no pass runs on them again) and reverse's map from each forward value to
+    its adjoint (read by _intermediate_refs). Each is an entry per node for as long as the
+    function lives, for the cyclic GC to walk."""
+    for graph in graphs:
+        forget_reads(graph)
+        graph.meta.pop("adjoints", None)
 
 
 def _output_name(forward: Graph) -> str:
@@ -578,6 +589,7 @@ def build_jacobian(fn, args, request: Request, gradient=None,
     ]
     module = Module(header, [spec])
     release_values(forward, full)
+    forget_build_state(forward, full)
     return Built(module, forward, full, fname, request, wrt, (tree, items))
 
 

@@ -19,7 +19,7 @@ from .loops.emit import RegionWriter
 from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
-from .ops.registry import Expr, string_literal
+from .ops.registry import PREC_ADD, Expr, string_literal
 from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
@@ -27,8 +27,8 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
-_NODE_OP, _ORIGIN = attrgetter("op"), attrgetter("origin")
-_IMPORT_RE = {"math": re.compile(r"\bmath\."), "numpy": re.compile(r"\bnp\.")}
+_NODE_OP, _ORIGIN, _AVALS = attrgetter("op"), attrgetter("origin"), attrgetter("avals")
+_IMPORT_RE = {"math": ("math.", re.compile(r"\bmath\.")), "numpy": ("np.", re.compile(r"\bnp\."))}
 
 
 @dataclass
@@ -93,13 +93,9 @@ class ModuleConstants:
         return name
 
 
-def _short_loc(node: Node) -> str:
-    return str(node.loc) if node.loc is not None else ""
-
-
-def _comment_for_group(node: Node) -> str:
-    text = node.loc.text() if node.loc is not None else ""
-    line = f"# {node.loc}  {text}" if text else f"# {node.loc}"
+def _comment_for_group(loc) -> str:
+    text = loc.text()
+    line = f"# {loc.short}  {text}" if text else f"# {loc.short}"
     return line if len(line) <= LINE_LIMIT - 4 else line[: LINE_LIMIT - 7] + "..."
 
 
@@ -127,7 +123,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # and skip the scan each of those needs.
     ops = set(map(_NODE_OP, graph.nodes))
     op_names = {op.name for op in ops}
-    has_writes = any(op.extra.get("statement") for op in ops)
+    # The ops the loop below treats apart: per node, a set lookup instead of a comparison
+    # per case (nearly every node is none of them).
+    leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
+    special_ops = {op for op in ops if op.name in ("adjoint", "guard") or op.extra.get("region")}
+    write_ops = {op for op in ops if op.extra.get("statement")}
+    has_writes = bool(write_ops)
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = ({n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
                if "adjoint" in op_names else set())
@@ -157,7 +158,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
-    held = Held(graph.nodes, names)  # what unnamed values hold, for their names
+    held = Held(graph.nodes, names, uses, graph.outputs)  # what unnamed values hold, for names
     liveness = _Liveness(graph, writes, has_writes)
     views = _SliceViews(graph, uses, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
@@ -165,22 +166,20 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     in_place = has_writes and buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
-    preset, accumulate = spec.preset, spec.accumulate
+    preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
-    loc_texts: dict = {}
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
-        op = node.op.name
-        extra = node.op.extra
-        if op == "input":
-            exprs[node] = Expr(names[node])
-            continue
-        if op == "const":
-            exprs[node] = scope.literal(node.attrs["value"], constants)
-            continue
-        if op == "loop_out":  # one result of a loop: the variable the loop left it in
-            exprs[node] = Expr(regions.result(node))
+        row = node.op
+        op = row.name
+        if row in leaf_ops:
+            if op == "input":
+                exprs[node] = Expr(names[node])
+            elif op == "const":
+                exprs[node] = scope.literal(node.attrs["value"], constants)
+            else:  # loop_out, one result of a loop: the variable the loop left it in
+                exprs[node] = Expr(regions.result(node))
             continue
         alias = regions.alias(node) if aliases else None
         if alias is not None:  # grad_W = grad_W: the loop's accumulator already has the name
@@ -194,22 +193,23 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         for ref in node.inputs:
             operand = ref.node
             args.append(exprs[operand])
-            if operand in inlined:
-                size += inlined[operand]
-                if operand in notes:
+            carried = inlined.get(operand)
+            if carried is not None:
+                size += carried
+                if notes and operand in notes:
                     note += notes[operand]
-        if extra.get("region"):
-            lines, loop_guards = regions.write(node, args, position)
-            body.extend(lines)
-            guards.extend(loop_guards)
-            code_parts.extend(lines)
-            exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
-            continue
-        built = node.inputs[0].node if op == "adjoint" else None
-        if built is not None and names.get(built) == node.name:
-            names[node] = node.name  # a buffer already built under the adjoint's name
-            exprs[node] = args[0]
-            continue
+        if row in special_ops:
+            if row.extra.get("region"):
+                lines, loop_guards = regions.write(node, args, position)
+                body.extend(lines)
+                guards.extend(loop_guards)
+                code_parts.extend(lines)
+                exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
+                continue
+            if op == "adjoint" and names.get(node.inputs[0].node) == node.name:
+                names[node] = node.name  # a buffer already built under the adjoint's name
+                exprs[node] = args[0]
+                continue
         if op == "guard":
             written = _condition_as_written(node) or args[0].text
             cond = scope.truth(args[0], node, written)
@@ -223,7 +223,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
             code_parts.append(test)
             continue
-        write = extra.get("statement")  # a[i] = v: printed as an assignment
+        write = row in write_ops  # a[i] = v: printed as an assignment
         expr = Expr("") if write else print_expr(node, args)
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
@@ -272,7 +272,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} += {expr.text}"
         else:
             name = preset and preset.get(node) or namer.fresh(
-                base_name(node, names, spec.output_name, writes, held))
+                node.name or base_name(node, names, output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = Expr(name)
@@ -297,22 +297,21 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                                     and node not in held.fallbacks)
                 target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
-            elif node.loc is not None and node.loc != group_loc:
-                body.append(_comment_for_group(node))
+            elif node.loc is not None and node.loc is not group_loc and node.loc != group_loc:
+                body.append(_comment_for_group(node.loc))  # (a line's ops share its loc)
                 group_loc = node.loc
-        elif node.loc is not None:  # file:line, spelled once per source line
-            where = loc_texts.get(node.loc)
-            if where is None:
-                where = loc_texts[node.loc] = _short_loc(node)
-            statement += f"  # {where}"
+        elif node.loc is not None:  # file:line, spelled once per source line (SourceLoc)
+            statement += f"  # {node.loc.short}"
         if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
             body.append(layout.lay_out(line, depth))
         if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
             body.append(statement)  # it fits: nearly every statement
-        else:
-            body.append(layout.lay_out(statement, depth))  # wrapped as ruff format would
+        else:  # wrapped as ruff format would; a long fused sum without parsing it
+            body.append(expr.prec == PREC_ADD and statement == f"{name} = {expr.text}"
+                        and layout.sum_assignment(name, expr.text, depth)
+                        or layout.lay_out(statement, depth))
         if liveness.readers:
             dead = liveness.run(node, names)
             if dead and not check_finite:  # the checks read adjoints at the group's end
@@ -336,7 +335,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     body[:0] = scope.preamble(code)  # xp = array_namespace(...) where the target needs it
     if target != "numpy":  # guard messages quote the user's NumPy source; that is no import
         code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
-    imports = {mod for mod, pattern in _IMPORT_RE.items() if pattern.search(code)}
+    imports = {mod for mod, (prefix, pattern) in _IMPORT_RE.items()
+               if prefix in code and pattern.search(code)}  # (a regex scan only if it may)
     imports |= {op.extra["import"] for op in ops if op.extra.get("import")}
     helpers = {name for name in HELPERS if f"{name}(" in code}
     # (a loop's backward body checks its own adjoints: loops/emit.py)
@@ -506,9 +506,15 @@ class _Liveness:
 
     def __init__(self, graph: Graph, writes, has_writes: bool = True):
         self.readers: dict[Node, int] = {}  # reads still to run, per large named value
+        self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
         written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
                    if has_writes else set())
         returned = {r.node for r in graph.outputs}
+        # The distinct avals first, in C (scalar code shares a few: nothing is ever large)
+        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
+        if not any(aval.py is None and aval.size * aval.dtype.itemsize >= DEL_MIN_BYTES
+                   for aval in dict(zip(map(id, avals), avals)).values()):
+            return
         for node in graph.nodes:
             aval = node.avals[0] if len(node.avals) == 1 else None
             if (aval is None or aval.py is not None or node.op.name in ("input", "const")
@@ -521,7 +527,6 @@ class _Liveness:
             for ref in node.inputs:
                 if ref.node in self.readers:
                     self.readers[ref.node] += 1
-        self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
 
     def _reads(self, node: Node) -> list[Node]:
         out: list[Node] = []

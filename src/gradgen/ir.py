@@ -50,6 +50,9 @@ class Aval:
 
 _PY_AVALS = {float: Aval((), np.dtype(np.float64), float), int: Aval((), np.dtype(np.int64), int),
              bool: Aval((), np.dtype(bool), bool)}
+# The avals of a node with one Python number as its value: one tuple shared by all of them
+# (most nodes of scalar code), not one per node for the cyclic GC to walk once a build ends.
+PY_NUMBER_AVALS = {aval.py: (aval,) for aval in _PY_AVALS.values()}
 
 
 def aval_of(value: Any) -> Aval:
@@ -128,7 +131,9 @@ class Node:
         self.op = op
         self.inputs: tuple[Ref, ...] = tuple(inputs)
         self.attrs: dict[str, Any] = attrs
-        self.avals: tuple[Aval, ...] = tuple(avals)
+        shared = PY_NUMBER_AVALS.get(avals[0].py) if len(avals) == 1 else None
+        self.avals: tuple[Aval, ...] = (
+            shared if shared is not None and shared[0] is avals[0] else tuple(avals))
         self.loc: SourceLoc | None = loc
         self.name: str | None = name
         self.role: str = role

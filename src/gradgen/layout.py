@@ -727,6 +727,44 @@ def statement(line: str, indent: int = 0, comment: str = "", width: int = WIDTH)
     return text
 
 
+# A bracket, or a binary + or - (printed with a space on each side; a sign has none after it).
+_SUM_SPLIT = re.compile(r"[()\[\]{}]| [+-] ")
+
+
+def sum_assignment(target: str, value: str, indent: int = 0, width: int = WIDTH) -> str | None:
+    """``target = a + b - c ...`` laid out as :func:`statement` lays it out, without parsing,
+    for the long fused sums of a backward pass (thousands of terms in large functions, where
+    the general layout costs more than the rest of the statement's emission). ``value``
+    must be a sum printed with minimal parentheses: nothing outside brackets binds looser
+    than its ``+`` and ``-``. With two or more of those, ruff always parenthesizes the value:
+    on one line inside the parentheses if it fits there, else one term per line, each
+    operator leading its term. None (ask :func:`statement`) for anything else: a line that
+    fits, a comment or a string, fewer than three terms, or a term too long for its line."""
+    line = f"{target} = {value}"
+    if fits(line, indent, "", width) or not line.isascii() or any(
+            c in value for c in "#'\""):
+        return None
+    terms, depth, start = [], 0, 0
+    for match in _SUM_SPLIT.finditer(value):
+        token = match.group()
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+        elif depth == 0:
+            terms.append(value[start:match.start()])
+            start = match.start() + 1  # the next term starts with its operator: "+ b"
+    terms.append(value[start:])
+    if len(terms) < 3:
+        return None  # one operator: ruff may break in a bracket instead
+    inner = (indent + 1) * INDENT
+    if inner + len(value) <= width:
+        return f"{target} = (\n    {value}\n)"
+    if inner + max(map(len, terms)) > width:
+        return None  # a term breaks inside itself
+    return f"{target} = (\n    " + "\n    ".join(terms) + "\n)"
+
+
 def _compiled(source: str) -> tuple:
     """What the statement computes: its bytecode, names and constants (not the line numbers
     they are on). Layout may move operands over lines and add parentheses that only group;

@@ -8,8 +8,10 @@ line; ``source.py`` decides which lines to parse (one function, or the whole fil
 from __future__ import annotations
 
 import ast
+import functools
 import keyword
 import re
+from itertools import compress, repeat
 from typing import NamedTuple
 
 # Statements that libcst called "small": one or more of them (``a = 1; b = 2``) make a line.
@@ -17,6 +19,7 @@ _SIMPLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.P
            ast.Break, ast.Continue, ast.Delete, ast.Import, ast.ImportFrom, ast.Global,
            ast.Nonlocal, ast.Raise, ast.Assert)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_PLACE_HOLDERS = (ast.Pass, ast.Expr)  # what _skeleton writes for the lines it takes out
 
 
 class LineInfo(NamedTuple):
@@ -47,20 +50,18 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
     # The block ends before the next line of code indented no deeper than the def (a closing
     # bracket of its header, ``):``, does not end it); a string or bracket that goes on at a
     # smaller indent makes the guess unparsable, never wrong.
-    while end < len(lines):
-        line = lines[end]
-        text = line.lstrip()
-        if (text and text[0] not in "#)]}" and len(line) - len(text) <= indent):
-            break
-        end += 1
-    # Blank lines before the def keep the file's line numbers; "if 1:" admits an indented def.
-    prefix = "\n" * (first - 2) + "if 1:\n" if indent else "\n" * (first - 1)
+    rest = "".join(lines[end - 1:])  # from the def line, whose newline the search starts at
+    outside = _code_at_most(indent).search(rest, len(lines[end - 1]) - 1)
+    end += rest.count("\n", 0, outside.start()) if outside is not None else len(lines) - end
+    # Lines before the def keep the file's line numbers; "if 1:" admits an indented def.
+    prefix = _nothing(first - 2) + "if 1:\n" if indent else _nothing(first - 1)
     body_lines, whole = _skeleton(lines[first - 1:end], first)
     try:
         module = ast.parse(prefix + "".join(body_lines))
     except (SyntaxError, ValueError):
         return None
-    body = module.body[0].body if indent else module.body
+    body = module.body[-1].body if indent else module.body[1:] if prefix.strip() else (
+        module.body)
     if len(body) != 1 or not isinstance(body[0], _DEFS):
         return None
     node = body[0]
@@ -71,56 +72,79 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
     return node
 
 
-# An assignment that is a whole line: names, an operator (= or +=, ...), a value that
-# holds no "=" (keyword arguments, a = b = c) and no ":" (lambda, walrus, annotation).
-_WHOLE_ASSIGNMENT = re.compile(
-    r"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
-    r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:\n]*$", re.MULTILINE)
+@functools.cache
+def _code_at_most(indent: int) -> re.Pattern:
+    """The newline before a line of code (not a comment, not a closing bracket) indented by
+    at most ``indent`` characters. (It starts with the newline, not ``^``: the regex engine
+    then jumps from newline to newline instead of trying every character.)"""
+    return re.compile(rf"\n[^\S\n]{{0,{indent}}}[^\s#)\]}}]")
+
+
+# Every line of a def, one match each: when the line is one whole assignment, its targets
+# (else an empty string). That is names, an operator (= or +=, ...) and a value that holds
+# no "=" (keyword arguments, a = b = c) and no ":" (lambda, walrus, annotation).
+_TARGETS = re.compile(
+    r"^[ \t]*(?:([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
+    r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:\n]*$)?", re.MULTILINE)
 _NOT_PLAIN = ("\\", "'", '"', "#", ";")  # strings, comments, continuations, a; b
 _NOT_BRACKET = bytes(set(range(256)) - set(b"()[]{}\n"))  # bytes.translate deletes these
+_KEYWORDS = frozenset(keyword.kwlist)
+_new_line_info = functools.partial(tuple.__new__, LineInfo)  # LineInfo from one tuple, in C
+_NEXT, _PREVIOUS = (1).__add__, (-1).__add__
 
 
 def _skeleton(lines: list[str], first: int) -> tuple[list[str], dict[int, LineInfo]]:
     """The def's lines with its one-line assignments taken out, and the LineInfo of each of
     those lines, by line number. The line table needs statements, not expressions, and
     building the expressions of a long unrolled function is most of the parser's time: such a
-    line's targets are read here and its statement is the line itself, so the
-    parser only sees a blank line, which keeps the other lines' numbers, or a ``pass`` where a
-    statement must stay: first in a run of them (a block is never left empty) and last in the
-    def (its end line stays). Only for plain code (no string, comment, backslash or
-    semicolon, so brackets can be counted by characters); anything else is parsed as written.
-    The whole text is scanned at once (one regex, one byte translation): a loop over the
-    lines in Python cost more than the parser it saves."""
+    line's targets are read here and its statement is the line itself, so the parser only
+    sees one placeholder per run of them: a ``pass`` for one line, else a string that spans
+    the run's lines (a block is never left empty, the def's end line stays, and the
+    tokenizer reads the string at once where it took half a microsecond per blank line).
+    Only for plain code (no string, comment, backslash or semicolon, so brackets can be
+    counted by characters); anything else is parsed as written. The text is read by one
+    regex scan and the LineInfos are made by C loops (map, zip, compress): Python code that
+    ran once per line cost more than the parser it saves."""
     text = "".join(lines)
     if any(mark in text for mark in _NOT_PLAIN):
         return lines, {}
+    names = _TARGETS.findall(text)[:len(lines)]
+    assigned = list(compress(range(len(lines)), names))  # (0-based) the assignment lines
     inside = _bracketed_lines(text)
-    out = list(lines)
-    whole: dict[int, LineInfo] = {}
-    last_code = len(lines) - 1
-    while last_code > 0 and not lines[last_code].strip():
-        last_code -= 1
-    iskeyword = keyword.iskeyword
-    k, position = 0, 0  # the line the scan is at, and where it starts in the text
-    for match in _WHOLE_ASSIGNMENT.finditer(text):
-        start = match.start()
-        k += text.count("\n", position, start)
-        position = start
-        if k in inside:
-            continue
-        names = match[2]
-        if "," not in names:
-            if iskeyword(names):
-                continue
-            targets = (names,)
-        else:
-            targets = tuple(name.strip() for name in names.split(","))
-            if any(map(iskeyword, targets)):
-                continue
-        # the first of a run keeps a statement in its block; the last keeps the def's end
-        out[k] = "\n" if k - 1 + first in whole and k != last_code else f"{match[1]}pass\n"
-        whole[k + first] = LineInfo(targets, " ".join(match[0].split()))
+    if inside:
+        assigned = [k for k in assigned if k not in inside]
+    targets = list(zip(map(names.__getitem__, assigned)))  # ("t1",) for t1 = ...
+    if not _KEYWORDS.isdisjoint(names) or "," in "".join(names):  # a, b = ...; if = ...
+        split = [tuple(name.strip() for name in names[k].split(",")) for k in assigned]
+        keep = [_KEYWORDS.isdisjoint(found) for found in split]
+        assigned, targets = list(compress(assigned, keep)), list(compress(split, keep))
+    said = list(map(str.strip, map(lines.__getitem__, assigned)))
+    spaced = " ".join(said)  # (isprintable: no whitespace but the space)
+    if "  " in spaced or not spaced.isprintable():
+        said = [" ".join(statement.split()) for statement in said]  # as written, evenly
+    whole = dict(zip(map(first.__add__, assigned),
+                     map(_new_line_info, zip(targets, said, repeat(None)))))
+    # Runs of assignment lines (first, last), found by set differences in C: a line starts a
+    # run when the line before it is not an assignment, and ends one when the next is not.
+    taken = set(assigned)
+    runs = zip(sorted(taken.difference(map(_NEXT, assigned))),
+               sorted(taken.difference(map(_PREVIOUS, assigned))))
+    out: list[str] = []
+    done = 0
+    for start, last in runs:
+        out += lines[done:start]
+        line = lines[start]
+        indent = line[:len(line) - len(line.lstrip())]
+        out.append(f"{indent}pass\n" if start == last else indent + _nothing(last - start + 1))
+        done = last + 1
+    out += lines[done:]
     return out, whole
+
+
+def _nothing(count: int) -> str:
+    """``count`` lines the parser reads as one token, a string (blank lines cost it half a
+    microsecond each): they hold the place of lines it need not see."""
+    return '"""' + "\n" * (count - 1) + '"""\n' if count > 1 else "\n" * count
 
 
 def _bracketed_lines(text: str) -> set[int]:
@@ -222,8 +246,8 @@ def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> N
     if not group or not text.starts_line(group[0]):
         return
     stmt = group[-1]
-    if type(stmt) is ast.Pass and stmt.lineno in text.whole:
-        return  # a one-line assignment parsed as `pass`: line_table_of recorded it
+    if stmt.lineno in text.whole and type(stmt) in _PLACE_HOLDERS:
+        return  # one-line assignments parsed as `pass` or a string: line_table_of has them
     info = LineInfo(_targets(stmt), text.code(stmt))
     first, last = group[0].lineno, stmt.end_lineno
     if first == last:  # most statements

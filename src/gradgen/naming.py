@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
+from collections import Counter
 from operator import attrgetter
 
 import numpy as np
@@ -64,14 +65,18 @@ class Held:
     name never takes one), and the graph's node for each serial (the adjoint of a value was
     noted on a node that optimization may since have rebuilt under the same serial)."""
 
-    def __init__(self, nodes, names: dict[Node, str]):
+    def __init__(self, nodes, names: dict[Node, str], uses: dict[Node, int] | None = None,
+                 outputs=()):
         self.nodes = nodes
         self.names = names
         # (in C: this runs for every emitted function, the queries below only for a few nodes)
         self.user_names = set(map(_NAME, nodes))
         self.user_names.discard(None)
         self.current = dict(zip(map(_SERIAL, nodes), nodes))
-        self._readers: tuple[dict, dict] | None = None  # built when first asked
+        # How often each value is read (``Graph.uses``, which counts the graph's ``outputs``
+        # too), when the caller has it; counted when first asked otherwise.
+        self._uses, self._outputs = uses, outputs
+        self._last_reader: dict[Node, Node] | None = None  # built when first asked
         self._gradient: dict[Node, bool] = {}  # is_gradient's answers so far
         self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
 
@@ -105,16 +110,22 @@ class Held:
         return known[node]
 
     def reader(self, node: Node) -> Node | None:
-        """The one node that reads ``node``, if only one does."""
-        if self._readers is None:  # the first and the last reader of each value, in C
+        """The one node that reads ``node``, if only one does: the last node that reads it,
+        when all of its reads are that node's."""
+        if self._last_reader is None:  # the last reader of each value, in C (no edge list)
             inputs = list(map(_INPUTS, self.nodes))
-            edges = list(zip(map(_REF_NODE, itertools.chain.from_iterable(inputs)),
-                             itertools.chain.from_iterable(
-                                 map(itertools.repeat, self.nodes, map(len, inputs)))))
-            self._readers = dict(reversed(edges)), dict(edges)
-        first, last = self._readers
-        reader = last.get(node)
-        return reader if reader is first.get(node) else None
+            self._last_reader = dict(zip(
+                map(_REF_NODE, itertools.chain.from_iterable(inputs)),
+                itertools.chain.from_iterable(map(itertools.repeat, self.nodes, map(len, inputs)))))
+            if self._uses is None:
+                self._uses = Counter(map(_REF_NODE, itertools.chain.from_iterable(inputs)))
+                self._outputs = ()
+            self._outputs = Counter(map(_REF_NODE, self._outputs))
+        reader = self._last_reader.get(node)
+        if reader is None:
+            return None
+        reads = self._uses.get(node, 0) - self._outputs.get(node, 0)
+        return reader if sum(ref.node is node for ref in reader.inputs) == reads else None
 
     def argument_name(self, node: Node) -> str | None:
         """``node`` is read once, by a one-input op whose statement has a name (h_row =

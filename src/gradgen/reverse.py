@@ -10,7 +10,7 @@ import numpy as np
 from .abstract import not_finite
 from .errors import GradgenError
 from .function import function_groups, pull_back_function
-from .ir import Graph, Node, Ref, _new_ref, new_node
+from .ir import PY_NUMBER_AVALS, Graph, Node, Ref, _new_ref, new_node
 from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
@@ -340,7 +340,8 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     aval = ref.node.avals[ref.index]
     trace = g._trace
     if type(g._value) is float and aval.py is float and loc is not None:
-        node = new_node(adjoint, (ref,), {}, (aval,), loc, name, trace.role, origin)
+        node = new_node(adjoint, (ref,), {}, PY_NUMBER_AVALS[float], loc, name, trace.role,
+                        origin)
         trace.nodes.append(node)
         trace.values[node] = g._value
         return new_tracer(trace, _new_ref(Ref, (node, 0)), g._value)

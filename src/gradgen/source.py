@@ -11,6 +11,8 @@ import sysconfig
 import types
 import weakref
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter, ne
 from typing import NamedTuple
 
 import numpy as np
@@ -101,36 +103,50 @@ def loc_of_frame(frame) -> SourceLoc | None:
 
 # Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
 # a long unrolled function each lookup costs as much as the function is long (0.7 ms at
-# 20,000 lines). A long function's table is read once (``co_lines``: a few ranges per
-# statement) and searched by bisection. (Filling a list with the line of every instruction
-# cost a microsecond per op; unpacking the ranges with ``zip(*...)`` grows faster than the
+# 20,000 lines). A long function's table is read once and searched by bisection.
+# ``co_lines`` gives one range per instruction: the ranges of one line in a row are merged
+# (by C loops: map, compress), so that a line is one span, which the tracer's next op checks
+# before it asks the table again. (Filling a list with the line of every instruction cost a
+# microsecond per op; unpacking the ranges with ``zip(*...)`` grows faster than the
 # function from 10,000 ops on.)
 _LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
+_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 # id(code) -> _LineTable; code objects hash by their whole contents, so they are not keys
 _LINES_OF_CODE: dict[int, _LineTable] = {}
 
 
 class _LineTable(NamedTuple):
+    """co_lines()'s ranges merged into spans of one line, one list per field: lists of ints
+    are three objects for the cyclic GC where a tuple per range was one per statement."""
+
     code: weakref.ref  # (the code object itself would be kept alive by the cache)
-    ranges: list[tuple[int, int, int | None]]  # co_lines(): (start, end, line)
-    starts: list[int]  # byte offset where each range starts, for bisect
+    starts: list[int]  # byte offset where each span of one line starts, for bisect
+    lines: list[int | None]  # the line of each span (None: no line, ask the frame)
+    # the offset where each span ends: the next one's start, then the code's end
+    ends: list[int]
 
 
 def frame_line(frame) -> int:
     """``frame.f_lineno``, in logarithmic time however long the frame's function is."""
+    return line_span(frame, frame.f_lasti)[0]
+
+
+def line_span(frame, lasti: int) -> tuple[int, int, int]:
+    """(line, start, stop): the line ``frame`` runs at instruction offset ``lasti``, and the
+    offsets [start, stop) around it that run that line too (the tracer's location of the
+    next op is the same while the frame stays in them)."""
     code = frame.f_code
     table = _last_table
     if table.code() is not code:  # (the ops of a trace come from one long function, mostly)
         if len(code.co_code) < _LONG_CODE:
-            return frame.f_lineno
+            return frame.f_lineno, lasti, lasti + 1
         table = _line_table(code)
-    lasti = frame.f_lasti
     k = bisect.bisect_right(table.starts, lasti) - 1
     if k >= 0:
-        _, end, line = table.ranges[k]
+        line, end = table.lines[k], table.ends[k]
         if lasti < end and line is not None:
-            return line
-    return frame.f_lineno
+            return line, table.starts[k], end
+    return frame.f_lineno, lasti, lasti + 1
 
 
 def _line_table(code) -> _LineTable:
@@ -139,9 +155,15 @@ def _line_table(code) -> _LineTable:
     table = _LINES_OF_CODE.get(key)
     if table is None or table.code() is not code:
         ranges = list(code.co_lines())
+        lines = list(map(_third, ranges))
+        # a span starts where the line differs from the one before (offsets with no line
+        # merge too: they are asked of the frame)
+        changed = [True, *map(ne, lines[1:], lines[:-1])] if ranges else []
+        spans = list(compress(ranges, changed))
+        starts = list(map(_first, spans))
         table = _LINES_OF_CODE[key] = _LineTable(
-            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), ranges,
-            [start for start, _, _ in ranges])
+            weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), starts,
+            list(map(_third, spans)), [*starts[1:], *map(_second, ranges[-1:])])
     _last_table = table  # one assignment: another thread sees the old table or the new
     return table
 
@@ -150,7 +172,7 @@ class _Gone:
     pass
 
 
-_last_table = _LineTable(weakref.ref(_Gone()), [], [])  # a dead reference: no table yet
+_last_table = _LineTable(weakref.ref(_Gone()), [], [], [])  # a dead reference: no table yet
 
 
 def current_loc() -> SourceLoc | None:

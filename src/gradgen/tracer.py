@@ -11,10 +11,11 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import GradgenError, UnsupportedOperation
+from .errors import GradgenError, UnsupportedOperation, scipy_hint
 from .ir import (
     _NEXT_SERIAL,
     _PY_AVALS,
+    PY_NUMBER_AVALS,
     SERIALS,
     Graph,
     Node,
@@ -23,7 +24,7 @@ from .ir import (
     _new_ref,
     aval_of,
 )
-from .ops.registry import BOUND, OPS, set_bind
+from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import (
     _CONST_OR_NEG,
     _EQUAL,
@@ -33,7 +34,7 @@ from .peephole import (
     float_literal,
     negated_path,
 )
-from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
+from .source import USER_FILES, SourceLoc, current_loc, is_user_file, line_span
 
 
 class _State(threading.local):
@@ -68,15 +69,24 @@ def _site() -> _Site:
 
 
 class _Where:
-    """What ``_user_loc`` reads for every recorded op, in one thread: the naming watcher and
-    the last location it made. A plain slotted object, one ``_state.where`` away: an
-    attribute of a threading.local costs six times as much to read."""
+    """What ``_user_loc`` reads for every recorded op, in one thread: the naming watcher, and
+    the run of a line the last op came from: its user frame, the instruction offsets
+    [start, stop) that run that line, its SourceLoc, and the watcher's record of the run
+    (``lasti``, ``callee``; None without a watcher). A plain slotted object, one
+    ``_state.where`` away: an attribute of a threading.local costs six times as much to
+    read."""
 
-    __slots__ = ("last_loc", "watch")
+    __slots__ = ("frame", "loc", "run", "start", "stop", "watch")
 
     def __init__(self):
         self.watch = None
-        self.last_loc: SourceLoc | None = None
+        self.loc: SourceLoc | None = None
+        self.forget()
+
+    def forget(self) -> None:
+        """No run is going on (a trace ended: do not keep its frame alive)."""
+        self.frame = self.run = None
+        self.start = self.stop = 0
 
 
 def _where() -> _Where:
@@ -119,14 +129,21 @@ def swap_loc(loc, origin=None) -> tuple:
 
 
 def set_watcher(watch) -> None:
-    """``watch(frame, callee, line)`` is told the user frame each recorded value comes from
-    (the naming observer, tracing.BindingObserver), in this thread; None stops it."""
-    _where().watch = watch
+    """``watch(frame, callee, line, lasti)`` is told the user frame each recorded value comes
+    from (the naming observer, tracing.BindingObserver), in this thread, whenever that frame
+    is not simply going on with the line of the previous value; it returns its record of the
+    frame's run of the line, an object with ``lasti`` and ``callee`` that ``_user_loc``
+    keeps up to date meanwhile. None stops it."""
+    where = _where()
+    where.watch = watch
+    where.forget()
 
 
 def _user_loc() -> SourceLoc | None:
     """The innermost user frame's location, as ``current_loc``; the watcher sees the frame.
-    (Runs once per recorded op: the frames between are looked up in a dict, not a call.)"""
+    (Runs once per recorded op: the frames between are looked up in a dict, not a call, and
+    while the frame stays within the instructions of the last op's line, that line's
+    SourceLoc is the answer without asking the line table or the watcher.)"""
     frame = sys._getframe(2)
     callee = None
     user_files = USER_FILES
@@ -138,16 +155,31 @@ def _user_loc() -> SourceLoc | None:
         callee, frame = frame, frame.f_back
         if frame is None:
             return None
-    line = frame_line(frame)
     where = _state.where or _where()
+    lasti = frame.f_lasti
+    if frame is where.frame and where.start <= lasti < where.stop:
+        run = where.run
+        if run is None:
+            return where.loc
+        # later in the same run of the line (not the line again, as in a loop)
+        if lasti > run.lasti or lasti == run.lasti and callee is run.callee:
+            run.lasti = lasti
+            run.callee = callee
+            return where.loc
+    return _new_run(where, frame, code, callee, lasti)
+
+
+def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
+    """``frame`` runs a line (another one, or the same one again): its SourceLoc."""
+    line, where.start, where.stop = line_span(frame, lasti)
+    where.frame = frame
     watch = where.watch
-    if watch is not None:
-        watch(frame, callee, line)
-    last = where.last_loc  # the ops of one line share its SourceLoc (immutable)
+    where.run = watch(frame, callee, line, lasti) if watch is not None else None
+    last = where.loc  # the ops of one line share its SourceLoc (immutable)
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):
         return last
-    loc = where.last_loc = SourceLoc(code.co_filename, line, code.co_name)
+    loc = where.loc = SourceLoc(code.co_filename, line, code.co_name)
     return loc
 
 
@@ -214,6 +246,9 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         OPEN_TRACES.discard(_stack().pop())
+        where = _state.where
+        if where is not None:
+            where.forget()
 
     # --- recording -------------------------------------------------------------------------
 
@@ -379,7 +414,7 @@ def bind(op, args, attrs) -> object:
     node.op = op
     node.inputs = refs
     node.attrs = attrs
-    node.avals = (aval,)
+    node.avals = PY_NUMBER_AVALS[aval.py]  # (one shared tuple per kind of number, as Node's)
     node.loc = loc
     node.name = None
     node.role = trace.role
@@ -872,6 +907,15 @@ class Tracer:
         if handler is None or kwargs:
             if _all_constant(inputs) and not kwargs:
                 return ufunc(*(tracer_value(a) for a in inputs))
+            spelled = FOREIGN.get(f"scipy.special.{ufunc.__name__}")
+            if handler is None and spelled is not None and not kwargs:
+                return spelled(*inputs)  # scipy.special.expit: its NumPy form's rows
+            if handler is None and getattr(ufunc, "__module__", None) != "numpy":  # SciPy's
+                special = sys.modules.get("scipy.special")
+                name = (f"scipy.special.{ufunc.__name__}" if getattr(
+                    special, ufunc.__name__, None) is ufunc else f"the ufunc {ufunc.__name__}")
+                raise UnsupportedOperation(f"{name} has no gradient rule in gradgen",
+                                           current_loc(), scipy_hint(ufunc.__name__))
             extra = f" with {', '.join(kwargs)}=" if kwargs and handler else ""
             raise _unsupported(f"np.{ufunc.__name__}{extra} has no gradient rule in gradgen")
         result = handler(*_numpy_scalars(inputs))

@@ -85,18 +85,18 @@ class BindingObserver:
                 self.stack.clear()
                 self.boundary = None
 
-    def see(self, frame, callee, line: int | None = None) -> None:
-        """A value is about to be recorded from user ``frame`` (running ``line``, if known),
-        inside its call ``callee``."""
+    def see(self, frame, callee, line: int, lasti: int) -> _FrameNames:
+        """A value is about to be recorded from user ``frame`` (running ``line``, at
+        instruction ``lasti``), inside its call ``callee``; returns the frame's record,
+        which the tracer keeps up to date while the frame goes on with that line."""
         state = self.frames.get(frame)
-        if state is not None and frame is self.stack[-1]:  # (once per op: _step, inline)
-            lasti = frame.f_lasti
+        if state is not None and frame is self.stack[-1]:  # (once per line: _step, inline)
             if line == state.line and (lasti > state.lasti or lasti == state.lasti
                                        and callee is state.callee):
                 state.lasti, state.callee = lasti, callee
-                return
-            self._next_line(frame, state, callee, line, lasti)
-            return
+            else:
+                self._next_line(frame, state, callee, line, lasti)
+            return state
         new = []  # user frames not seen before, innermost first, with the frame each calls
         known = frame
         while known is not None and known is not self.boundary and known not in self.frames:
@@ -110,6 +110,7 @@ class BindingObserver:
         for user, calls in reversed(new):
             self.frames[user] = _FrameNames(user, calls, analyse_code(user.f_code))
             self.stack.append(user)
+        return self.frames[frame]
 
     def _step(self, frame, state: _FrameNames, callee, line: int | None = None) -> None:
         if line is None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..tracer import from_nested
 from .adapt import value
-from .registry import route
+from .registry import BOUND, route
 
 
 def _np_apply_along_axis(func1d, axis, arr, *args, **kwargs):
@@ -36,3 +36,33 @@ def _np_apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
 
 route(np.apply_along_axis, _np_apply_along_axis, "getitem", "stack", "reshape")
+
+
+def _np_nonzero(a):
+    """np.nonzero (and np.where(c), np.flatnonzero, np.argwhere) of a traced mask: the
+    positions read through the mask, ``np.arange(n)[mask]`` per axis, so the number of
+    entries is a guard of the traced path like any boolean index."""
+    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    shape = np.shape(value(a))
+    if not shape:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar)"
+                         ".nonzero() instead.")
+    mask = a if np.result_type(value(a)) == np.bool_ else a != 0
+    return tuple(BOUND["getitem"](positions, mask) for positions in np.indices(shape))
+
+
+def _np_flatnonzero(a):
+    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    return _np_nonzero(np.ravel(a))[0]
+
+
+def _np_argwhere(a):
+    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    if not np.shape(value(a)):  # NumPy: one row (or none) with no coordinates
+        return np.stack(_np_nonzero(np.reshape(a, (1,))), axis=1)[:, :0]
+    return np.stack(_np_nonzero(a), axis=1)
+
+
+route(np.nonzero, _np_nonzero, "getitem")
+route(np.flatnonzero, _np_flatnonzero, "getitem")
+route(np.argwhere, _np_argwhere, "getitem", "stack")

@@ -28,7 +28,7 @@ import numpy as np
 from .. import abstract
 from ._sym import sp
 from .adapt import refuse
-from .arrays import _value, broadcast_to, reshape, transpose
+from .arrays import _value, broadcast_to, reshape, sum_, transpose
 from .core import cast
 from .index import scatter
 from .registry import PREC_ADD, PREC_MUL, Domain, Expr, defop, infix, route, value_text
@@ -1466,6 +1466,33 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
     return pinv(a)
 
 
+def _lstsq(a, b, rcond=None):
+    """np.linalg.lstsq of a full-rank matrix: the solution is pinv(a) @ b (the same numbers
+    as NumPy's SVD solver, up to rounding), the residuals are the squared 2-norms of b - a @ x
+    per column (none when a is not tall), the rank is min(m, n) and s the singular values.
+    A rank-deficient matrix has no unique solution to differentiate: refused by name."""
+    a_value = np.asarray(getattr(a, "value", a))
+    if a_value.ndim != 2:
+        raise np.linalg.LinAlgError(f"{a_value.ndim}-dimensional array given. Array must be "
+                                    "two-dimensional")
+    m, n = a_value.shape
+    singular = np.linalg.svd(a_value, compute_uv=False)
+    cutoff = (np.finfo(a_value.dtype).eps * max(m, n) if rcond is None else rcond) * (
+        singular.max() if singular.size else 0.0)
+    if int(np.sum(singular > cutoff)) < min(m, n):
+        refuse("np.linalg.lstsq of a rank-deficient matrix has no gradient rule in gradgen "
+               "(its least-squares solution is not unique)",
+               "drop the dependent columns, or add a ridge term and use np.linalg.solve")
+    x = matmul(pinv(a), b)
+    if m > n:
+        residual = b - matmul(a, x)
+        squares = sum_(residual * residual, axis=(0,), keepdims=False)
+        residuals = reshape(squares, shape=(1,)) if _ndim(b) == 1 else squares
+    else:
+        residuals = np.zeros((0,), dtype=a_value.dtype)
+    return x, residuals, min(m, n), svdvals(a)
+
+
 def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if hermitian:
         refuse("np.linalg.svd(..., hermitian=True) has no gradient rule in gradgen",
@@ -1594,6 +1621,7 @@ route(np.linalg.cholesky, _cholesky, "cholesky")
 route(np.linalg.eigh, _eigh, "eigvalsh", "eigh_vectors")
 route(np.linalg.eigvalsh, _eigvalsh, "eigvalsh")
 route(np.linalg.pinv, _pinv, "pinv")
+route(np.linalg.lstsq, _lstsq, "pinv", "matmul", "svdvals")
 route(np.linalg.svd, _svd, "svd_u", "svdvals", "svd_vh")
 route(np.linalg.matrix_power, _matrix_power, "matmul", "inv")
 route(np.linalg.multi_dot, _multi_dot, "matmul")

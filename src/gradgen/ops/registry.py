@@ -137,6 +137,9 @@ def set_bind(bind) -> None:
 OPS: dict[str, Op] = {}
 BOUND: dict[Any, Any] = {}  # Python/NumPy callable -> op, or an adapter that builds ops
 CALLED_AS: dict[str, list[str]] = {}  # op name -> how user code reaches it through adapters
+# Another library's callables that rows spell in NumPy, by qualified name
+# ("scipy.special.logsumexp" -> its adapter): the library itself is never imported for them.
+FOREIGN: dict[str, Any] = {}
 
 
 def defop(name: str, impl, printer: Printer, **kw) -> Op:
@@ -203,22 +206,33 @@ def string_literal(text: str) -> str:
 
 
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
-    def print_infix(node, args):
-        a, b = args
-        backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
-        if symbol == "+":
-            return sum_expr(a, [b], backward)
-        if right_assoc:  # ** : the left operand must bind tighter, the right may be unary
+    """``a <symbol> b``; the emitter prints one per node, so the cases are told apart once,
+    here, and the common one (no sign to move) is tried first."""
+    if symbol == "+":
+        def print_sum(node, args):  # the forward keeps the user's text, the backward commutes
+            return sum_expr(args[0], args[1:], getattr(node, "role", None) == "bwd")
+
+        return print_sum
+    if right_assoc:
+        def print_power(node, args):
+            a, b = args  # the left operand must bind tighter, the right may be unary
             left, right = a.at(prec + 1), b.at(PREC_UNARY)
             # ruff format hugs ** between simple operands: x**2, but (a + b) ** 2
             if _SIMPLE_POWER_OPERAND.fullmatch(left) and _SIMPLE_POWER_OPERAND.fullmatch(right):
                 return Expr(f"{left}**{right}", prec)
             return Expr(f"{left} {symbol} {right}", prec)
+
+        return print_power
+    spaced = f" {symbol} "
+
+    def print_infix(node, args):
+        a, b = args
         # never reassociate: an equal-precedence right operand keeps its parentheses
         left = a.text if a.prec >= prec else f"({a.text})"
         right = b.text if b.prec > prec else f"({b.text})"
         if a.neg is None and b.neg is None:  # nearly always: no sign to move
-            return Expr(f"{left} {symbol} {right}", prec)
+            return Expr(left + spaced + right, prec)
+        backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
             return sum_expr(a, [b.neg])
         if symbol == "*" and b.neg is not None and backward and _NONZERO_NUMBER.fullmatch(left):
@@ -251,15 +265,18 @@ def prefix(symbol: str) -> Printer:
 def call(math_name: str | None, np_name: str, kwargs: Sequence[str] = ()) -> Printer:
     """A function call: ``math.<name>`` when the result is a Python scalar, else NumPy's."""
 
+    math_fn, np_fn = f"math.{math_name}(" if math_name else None, f"np.{np_name}("
+
     def print_call(node, args):
-        use_math = math_name is not None and node.aval.py is not None
-        fn = f"math.{math_name}" if use_math else f"np.{np_name}"
+        fn = math_fn if math_fn and node.aval.py is not None else np_fn
+        if not kwargs and len(args) == 1:  # nearly always: one operand, no options
+            return Expr(f"{fn}{args[0].text})")
         parts = [a.text for a in args]
         for key in kwargs:
             value = node.attrs.get(key)
             if value is not None and value is not False:
                 parts.append(f"{key}={value_text(value)}")
-        return Expr(f"{fn}({', '.join(parts)})")
+        return Expr(f"{fn}{', '.join(parts)})")
 
     return print_call
 

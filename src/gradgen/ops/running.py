@@ -71,13 +71,13 @@ _XP = "a running maximum or minimum has no array-API form (the standard has no c
 
 cummax = defop(
     "cummax", lambda x, axis=0: np.maximum.accumulate(x, axis=axis), _printer("maximum"),
-    vjp=(_vjp,), sympy=_sym_running(sp.Max), abstract=abstract.scan,
+    vjp=(_vjp,), sympy=_sym_running(lambda *xs: sp.Max(*xs)), abstract=abstract.scan,
     domain=Domain((_REALS,), cases=_CASES),
     rule_text=("the cotangent to the entry each running maximum holds (ties: the latest)",),
     xp=_XP)
 cummin = defop(
     "cummin", lambda x, axis=0: np.minimum.accumulate(x, axis=axis), _printer("minimum"),
-    vjp=(_vjp,), sympy=_sym_running(sp.Min), abstract=abstract.scan,
+    vjp=(_vjp,), sympy=_sym_running(lambda *xs: sp.Min(*xs)), abstract=abstract.scan,
     domain=Domain((_REALS,), cases=_CASES),
     rule_text=("the cotangent to the entry each running minimum holds (ties: the latest)",),
     xp=_XP)

@@ -14,7 +14,7 @@ from ..ops import OPS
 from .accumulate import flatten_sums, slice_updates
 from .batch_rows import batch_matvecs
 from .cse import cse
-from .dce import dce
+from .dce import dce, forget_reads
 from .dead_writes import drop_dead_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
@@ -116,5 +116,5 @@ def own_outputs(graph: Graph, positions) -> Graph:
     return graph.with_nodes(nodes, outputs)
 
 
-__all__ = ["batch_matvecs", "cse", "dce", "drop_dead_writes", "flatten_sums", "fold", "optimize",
-           "own_outputs", "slice_updates", "stack_outer_products"]
+__all__ = ["batch_matvecs", "cse", "dce", "drop_dead_writes", "flatten_sums", "fold",
+           "forget_reads", "optimize", "own_outputs", "slice_updates", "stack_outer_products"]

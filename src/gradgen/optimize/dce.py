@@ -8,7 +8,7 @@ from collections import Counter
 
 from ..ir import Graph, Node
 
-_REF_NODE = operator.attrgetter("node")
+_REF_NODE = operator.itemgetter(0)  # Ref.node, read in C without the property
 _NODE_INPUTS = operator.attrgetter("inputs")
 # graph.meta key: (nodes, reads, unread) of the last graph dce looked at, where reads
 # counts the edges into each node and unread lists the nodes no edge reads. The build asks
@@ -52,6 +52,14 @@ def dce(graph: Graph) -> tuple[Graph, bool]:
     pruned = graph.with_nodes(kept, graph.outputs)
     pruned.meta[_READS] = (list(kept), reads, kept_unread)
     return pruned, True
+
+
+def forget_reads(graph: Graph) -> Graph:
+    """``graph`` without dce's counts, once no pass will run on it again (a built function's
+    graphs: they would hold a copy of the node list and a count per node for as long as the
+    function lives, and the cyclic GC would walk them)."""
+    graph.meta.pop(_READS, None)
+    return graph
 
 
 def _removable(node: Node) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Graph, Node
+from ..ir import PY_NUMBER_AVALS, Graph, Node
 from ..peephole import UNIQUE, is_number, node_key
 
 # fold: not folded (side effects, names, the visible seed)
@@ -17,7 +17,9 @@ PRODUCTS = ("mul", "div")  # what fold's seed_outward sheds the seed from
 # a value with itself.
 BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
 SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
+WEIGHTY = {"const", "broadcast_to"}  # what a rewrite of more than -(-x) needs among them
 _SCAN = "optimize.scan"  # graph.meta key
+_FLOAT_AVALS = PY_NUMBER_AVALS[float]
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,9 +42,12 @@ def scan(graph: Graph) -> Scan:
     found = graph.meta.get(_SCAN)
     if found is not None and found.nodes == nodes:
         return found
-    special = {node for node in nodes if node.op.name in SPECIAL_INPUTS}
-    units = {node for node in special if node.op.name == "const" and (
-        is_number(node.out, 0) or is_number(node.out, 1))}  # the constants of x * 1, x + 0
+    # One walk (it runs on every node of the joint graph): the special nodes and the unit
+    # constants are collected on the way, before anything reads them (the order is
+    # topological), and most nodes of scalar code hold the one shared avals tuple of a float.
+    special: set[tuple] = set()  # what a node reads from the special nodes: their Refs
+    weighty: set[tuple] = set()  # those of the constants and broadcasts among them
+    units: set[Node] = set()  # the constants of x * 1, x + 0
     plain: list[tuple] = []  # cse keys of the nodes without attributes (most of them)
     keyed: list[tuple] = []
     foldable: set[Node] | None = set()
@@ -52,31 +57,40 @@ def scan(graph: Graph) -> Scan:
         name = node.op.name
         names.append(name)
         ins = node.inputs
-        if name == "add_n" and ins and ins[0][0].op.name == "add_n":
-            nested_sums = True
         if name not in UNIQUE:
             if node.attrs:
                 keyed.append(node_key(name, ins, node.attrs))
             else:
                 plain.append((name, ins))
+        if name in SPECIAL_INPUTS:
+            outs = [(node, i) for i in range(len(node.avals))]
+            special.update(outs)
+            if name in WEIGHTY:
+                weighty.update(outs)
+            if name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
+                units.add(node)
+        elif name == "add_n" and ins and ins[0][0].op.name == "add_n":
+            nested_sums = True
         if foldable is None:
             continue
-        for aval in node.avals:
-            if aval.shape:
-                foldable = None
-                break
-        else:
-            if name in BY_NAME:
-                foldable.add(node)
-                continue
-            for ref in ins:
-                if ref[0] in special:
-                    if may_fold_scalar(node, units):
-                        foldable.add(node)
+        avals = node.avals
+        if avals is not _FLOAT_AVALS:
+            for aval in avals:
+                if aval.shape:
+                    foldable = None
                     break
-            else:
-                if name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
+            if foldable is None:
+                continue
+        if name in BY_NAME:
+            foldable.add(node)
+        elif not special.isdisjoint(ins):
+            if weighty.isdisjoint(ins):  # only the seed or a negation: -(-x) (may_fold_scalar)
+                if name == "neg" and ins[0][0].op.name == "neg":
                     foldable.add(node)
+            elif may_fold_scalar(node, units):
+                foldable.add(node)
+        elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
+            foldable.add(node)
     duplicates = len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed)
     found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
     graph.meta[_SCAN] = found
