@@ -284,3 +284,28 @@ def test_the_users_own_exceptions_pass_through():
 
     with pytest.raises(KeyError, match="mine"):
         grad(f)(1.0)
+
+
+TABLE = np.arange(5.0)
+
+
+def test_a_traced_index_into_a_plain_array_says_how_to_trace_it():
+    def picked(x):
+        return np.sum(TABLE[np.argsort(x)[:2]] * x[:2])
+
+    with pytest.raises(gradgen.UnsupportedOperation) as info:
+        grad(picked)(np.array([3.0, 1.0, 2.0]))
+    assert "traced index or mask used on a plain NumPy array" in str(info.value)
+    assert "table = np.asarray(table)" in str(info.value)
+    assert "test_errors.py:" in str(info.value)
+
+    def traced_table(x):
+        table = np.asarray(TABLE)  # what the message says to write
+        return np.sum(table[np.argsort(x)[:2]] * x[:2])
+
+    np.testing.assert_array_equal(grad(traced_table)(np.array([3.0, 1.0, 2.0])), [1.0, 2.0, 0.0])
+
+
+def test_np_float64_of_a_traced_value_points_at_astype():
+    with pytest.raises(gradgen.UnsupportedOperation, match=r"x\.astype\(np\.float64\)"):
+        grad(lambda x: np.float64(np.sum(x)) * 2.0)(np.ones(3))

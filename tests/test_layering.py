@@ -202,3 +202,17 @@ def test_the_checker_sees_a_cycle_and_a_lazy_import():
     graph = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:2 in f"}, "d": {}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b": ""}, "b": {}}) is None
+
+
+def test_importing_gradgen_does_not_load_sympy_or_libcst():
+    """sympy is the checker's and libcst the CLI's: a rule row that reads ``sp.Max`` at import
+    time would make every user's import pay for sympy (about a second)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys, gradgen; print(sorted({'sympy', 'libcst', 'scipy'} & set(sys.modules)))"
+    env = dict(os.environ, PYTHONPATH=str(SRC.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout.strip()
+    assert out == "[]", f"import gradgen loaded {out}"

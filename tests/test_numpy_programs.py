@@ -315,6 +315,26 @@ def test_ufunc_reduce_and_accumulate_are_the_numpy_functions():
     check(ufunc_methods, np.array([[0.5, 1.2, -0.3], [0.8, -1.1, 0.4]]))
 
 
+def running_extremes(m):
+    best = np.maximum.accumulate(m, axis=1)  # a running best, as in a drawdown or a cummax
+    low = np.minimum.accumulate(m)
+    return np.sum(best * m) + np.sum(low**2) + np.sum(np.maximum.accumulate(m[0]) * 2.0)
+
+
+def test_running_maximum_and_minimum():
+    check(running_extremes, np.array([[0.5, 1.2, -0.3, 1.5], [0.8, -1.1, 0.4, -2.0]]))
+
+
+def test_running_maximum_ties_go_to_the_latest_entry():
+    # torch.cummax's indices: an entry equal to the maximum so far takes over
+    x = np.array([1.0, 3.0, 2.0, 3.0, 0.5])
+    grad = gradgen.grad(lambda x: np.sum(np.maximum.accumulate(x) * np.arange(1.0, 6.0)))(x)
+    np.testing.assert_array_equal(grad, [1.0, 2.0 + 3.0, 0.0, 4.0 + 5.0, 0.0])
+    g32 = gradgen.grad(lambda x: np.sum(np.minimum.accumulate(x)))(-x.astype(np.float32))
+    assert g32.dtype == np.float32
+    np.testing.assert_array_equal(g32, [1.0, 2.0, 0.0, 2.0, 0.0])
+
+
 def test_other_ufunc_methods_are_refused_by_name():
     def f(x):
         return np.logaddexp.reduce(x) if np.add.nin == 2 else x  # an attribute read passes

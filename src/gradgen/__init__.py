@@ -17,12 +17,19 @@ from .ops import (  # noqa: F401  (importing a family registers its rows)
     arith,
     arrays,
     bindings,
+    convolve,
     core,
+    differences,
     elementwise,
+    functional,
     index,
     linalg,
     reduce,
+    running,
+    scipy_special,
+    search,
     shape,
+    statistics,
 )
 
 __all__ = [

@@ -28,8 +28,8 @@ _SAME = """
     abs acos acosh all any argmax argmin argsort asarray asin asinh atan atan2 atanh
     broadcast_to ceil clip copysign cos cosh count_nonzero exp expm1 floor hypot isfinite isinf
     isnan log log10 log1p log2 logaddexp logical_and logical_not logical_or logical_xor matmul
-    max maximum mean min minimum prod repeat roll round sign signbit sin sinh sort sqrt square
-    stack sum take_along_axis tan tanh tensordot tile trunc where
+    max maximum mean min minimum prod repeat roll round searchsorted sign signbit sin sinh sort
+    sqrt square stack sum take_along_axis tan tanh tensordot tile trunc where
     linalg.cholesky linalg.det linalg.eigh linalg.eigvalsh linalg.inv linalg.pinv
     linalg.slogdet linalg.solve linalg.svd
     float32 float64 int32 int64 bool

@@ -34,3 +34,31 @@ class GuardFailure(GradgenError):
 
 class GradientMismatch(GradgenError, AssertionError):
     """A generated gradient disagrees with the symbolic or numerical reference."""
+
+
+# SciPy's functions are not NumPy's: gradgen has no rows for them (an emitted module imports
+# NumPy and math only). Called on traced values they are refused by name (intercept.py, and
+# tracer.py for SciPy's ufuncs), with the NumPy spelling of the common ones.
+SCIPY_SPELLINGS = {
+    "logsumexp": "m = np.max(x, axis=axis, keepdims=True); "
+                 "m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))",
+    "softmax": "e = np.exp(x - np.max(x, axis=axis, keepdims=True)); "
+               "e / np.sum(e, axis=axis, keepdims=True)",
+    "log_softmax": "x - (m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))), "
+                   "m = np.max(x, axis=axis, keepdims=True)",
+    "expit": "0.5 * (1.0 + np.tanh(0.5 * x)), exact and stable at both ends",
+    "logit": "np.log(p) - np.log1p(-p)",
+    "xlogy": "np.where(x == 0, 0.0, x * np.log(y))",
+    "erf": "math.erf(x) on Python floats",
+    "erfc": "math.erfc(x) on Python floats",
+    "gammaln": "math.lgamma(x) on Python floats",
+}
+
+
+
+def scipy_hint(name: str) -> str:
+    spelled = SCIPY_SPELLINGS.get(name)
+    if spelled:
+        return f"write it with NumPy: {spelled}"
+    return ("write it with NumPy, add a rule with gradgen.defvjp, or wrap the code in a "
+            "gradgen.Function with a backward")

@@ -11,8 +11,8 @@ import types
 
 import numpy as np
 
-from .errors import UnsupportedOperation
-from .ops.registry import BOUND, OPS, Op
+from .errors import UnsupportedOperation, scipy_hint
+from .ops.registry import BOUND, FOREIGN, OPS, Op
 from .source import current_loc
 from .tracer import Tracer, bind, from_nested, has_traced, plain_values
 
@@ -110,8 +110,16 @@ class Interceptor:
             return _NUMPY_BY_FUNCTION[value]
         if isinstance(value, types.BuiltinFunctionType):
             return _MATH_BY_FUNCTION.get(value, value)
+        if isinstance(value, np.vectorize):  # @np.vectorize over a function of the user's
+            return _TracedVectorize.of(value, self.wrap(value.pyfunc))
         if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
             return _routed(value, BOUND[value])
+        if isinstance(value, types.FunctionType) and (
+                getattr(value, "__module__", None) or "").startswith("scipy."):
+            return _scipy_function(value, f"scipy.special.{value.__name__}" if (
+                value.__module__.startswith("scipy.special")) else value.__qualname__)
+        if isinstance(value, types.ModuleType) and _is_scipy(value.__name__):
+            return _ScipyProxy(value)
         if isinstance(value, types.FunctionType) and self._is_user_function(value):
             return self.function(value)
         if isinstance(value, types.ModuleType) and self._is_user_module(value):
@@ -354,6 +362,110 @@ class _NumpyProxy(types.ModuleType):
 NUMPY_PROXY = _NumpyProxy("numpy", np.__doc__)
 
 
+# --- np.vectorize ---------------------------------------------------------------------------
+
+
+class _TracedVectorize:
+    """``np.vectorize(pyfunc)`` as traced code sees it. Called with traced values, ``pyfunc``
+    runs once per entry of the broadcast arguments, as NumPy's own loop runs it (so a branch
+    inside it is a guard per entry), and the results are stacked into the array NumPy would
+    return; with plain values it is NumPy's vectorize. One call per entry makes a long trace
+    for a large array: an array expression of the same arithmetic traces in one op."""
+
+    def __init__(self, pyfunc=np._NoValue, otypes=None, doc=None, excluded=None, cache=False,
+                 signature=None):
+        self.plain = np.vectorize(pyfunc, otypes=otypes, doc=doc, excluded=excluded,
+                                  cache=cache, signature=signature)
+        self.pyfunc, self.otypes, self.signature = pyfunc, otypes, signature
+        self.excluded = set(excluded or ())
+
+    @classmethod
+    def of(cls, vectorized: np.vectorize, pyfunc) -> _TracedVectorize:
+        return cls(pyfunc, otypes=vectorized.otypes or None, excluded=vectorized.excluded,
+                   signature=vectorized.signature)
+
+    def __call__(self, *args, **kwargs):
+        if self.pyfunc is np._NoValue:  # @np.vectorize(otypes=...) as a decorator
+            return _TracedVectorize(args[0], otypes=self.otypes, excluded=self.excluded,
+                                    signature=self.signature)
+        if not has_traced(list(args) + list(kwargs.values())):
+            return self.plain(*args, **kwargs)
+        if self.signature is not None:
+            raise UnsupportedOperation("np.vectorize(..., signature=...) of traced values has "
+                                       "no rule in gradgen", current_loc(),
+                                       "write the function on whole arrays")
+        looped = [i for i in range(len(args)) if i not in self.excluded]
+        named = [k for k in kwargs if k not in self.excluded]
+        values = {**{i: args[i] for i in looped}, **{k: kwargs[k] for k in named}}
+        values = {k: from_nested(v, None) if isinstance(v, list | tuple) else v
+                  for k, v in values.items()}
+        shape = np.broadcast_shapes(*(np.shape(v.value if isinstance(v, Tracer) else v)
+                                      for v in values.values()))
+        spread = {k: np.broadcast_to(v, shape) for k, v in values.items()}
+        results = []
+        for index in np.ndindex(shape):
+            call_args = [spread[i][index] if i in spread else a for i, a in enumerate(args)]
+            call_kwargs = {k: spread[k][index] if k in spread else v for k, v in kwargs.items()}
+            results.append(self.pyfunc(*call_args, **call_kwargs))
+        out = np.reshape(from_nested(results, None), shape)
+        if self.otypes:
+            out = out.astype(np.dtype(self.otypes[0]))
+        return out
+
+
+# --- SciPy ----------------------------------------------------------------------------------
+#
+# SciPy's functions are not NumPy's: gradgen has no rows for them (an emitted module imports
+# NumPy and math only). Called on traced values they are refused by name, with the NumPy
+# spelling of the common ones, instead of failing deep inside SciPy's code.
+
+def scipy_refusal(qualname: str) -> UnsupportedOperation:
+    """The error for a SciPy function called on traced values."""
+    return UnsupportedOperation(f"{qualname} (SciPy) has no gradient rule in gradgen",
+                                current_loc(), scipy_hint(qualname.rsplit(".", 1)[-1]))
+
+
+def _is_scipy(module_name: str) -> bool:
+    return module_name == "scipy" or module_name.startswith("scipy.")
+
+
+def _scipy_function(fn, qualname: str):
+    """A SciPy function as traced code sees it: spelled with rows where gradgen has its NumPy
+    form (ops/scipy_special.py), refused by name otherwise."""
+    spelled = FOREIGN.get(qualname)
+
+    def traced(*args, **kwargs):
+        if has_traced(list(args) + list(kwargs.values())):
+            if spelled is not None:
+                return spelled(*args, **kwargs)
+            raise scipy_refusal(qualname)
+        return fn(*args, **kwargs)
+
+    traced.__name__ = getattr(fn, "__name__", "scipy_function")
+    traced.__wrapped__ = fn
+    return traced
+
+
+class _ScipyProxy(types.ModuleType):
+    """A SciPy module as traced code sees it: its functions refuse traced values by name."""
+
+    def __init__(self, module: types.ModuleType):
+        super().__init__(module.__name__, module.__doc__)
+        self.__dict__["_gradgen_original"] = module
+
+    def __getattr__(self, name):
+        module = self.__dict__["_gradgen_original"]
+        value = getattr(module, name)
+        if isinstance(value, types.FunctionType) and value in BOUND:  # a gradgen.defvjp rule
+            value = _routed(value, BOUND[value])
+        elif isinstance(value, types.ModuleType) and _is_scipy(value.__name__):
+            value = _ScipyProxy(value)  # scipy.special, reached from scipy
+        elif callable(value) and not isinstance(value, type | np.ufunc | types.ModuleType):
+            value = _scipy_function(value, f"{module.__name__}.{name}")
+        self.__dict__[name] = value
+        return value
+
+
 # --- random numbers -------------------------------------------------------------------------
 # A draw made while tracing is a constant of the trace: the emitted module (and the cached
 # gradient of @grad) would reuse this trace's numbers on every later call, while the user's
@@ -421,3 +533,4 @@ class _RandomProxy(types.ModuleType):
 _RANDOM_PROXIES = {"numpy.random": _RandomProxy(np.random, "np.random"),
                    "random": _RandomProxy(random, "random")}
 NUMPY_OVERRIDES["random"] = _RANDOM_PROXIES["numpy.random"]
+NUMPY_OVERRIDES["vectorize"] = _TracedVectorize

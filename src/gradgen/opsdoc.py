@@ -16,8 +16,9 @@ _SYNTAX = {"add": "`+`", "sub": "`-`", "mul": "`*`", "div": "`/`", "pow": "`**`"
 # rows it refuses for some of their cases only (a form the standard lacks for those
 # arguments). tests/test_array_api_rows.py emits every row's cases to keep both sets true.
 ARRAY_API_REFUSED = frozenset({
-    "add_along_axis", "cbrt", "diag", "exp2", "fmax", "fmin", "fmod", "heaviside",
-    "logaddexp2", "nan_to_num", "nanmax", "nanmean", "nanmin", "nansum",
+    "add_along_axis", "cbrt", "convolve", "cummax", "cummin", "diag", "exp2", "fmax", "fmin",
+    "fmod", "heaviside", "isclose", "logaddexp2", "nan_to_num", "nanmax", "nanmean", "nanmin",
+    "nansum",
 })
 ARRAY_API_PARTLY = frozenset({"diagonal", "pad", "trace", "index_add", "take_along_axis",
                               "getitem", "tril", "triu", "repeat", "einsum"})
@@ -80,7 +81,23 @@ def render_ops_markdown() -> str:
         "traced values passed where NumPy reads an array (`np.sum([f(w) for w in ws])`).",
         "`np.add.reduce`, `np.multiply.reduce`, `np.maximum.reduce`, `np.minimum.reduce` and",
         "`np.add.accumulate`, `np.multiply.accumulate` are the `sum`, `prod`, `max`, `min`,",
-        "`cumsum` and `cumprod` rows (with NumPy's default of axis 0).",
+        "`cumsum` and `cumprod` rows (with NumPy's default of axis 0);",
+        "`np.maximum.accumulate` and `np.minimum.accumulate` are the `cummax` and `cummin` rows.",
+        "Some functions are built from the rows as NumPy's own code computes them (values equal",
+        "to the bit unless noted): `np.quantile` and `np.percentile` (methods linear, lower,",
+        "higher, nearest, midpoint: the gradient reaches the one or two sorted entries each",
+        "quantile reads), `np.interp` (at a knot the slope of the segment to its right, 0 at",
+        "and beyond the end knots), `np.polyval` (Horner's rule), `np.piecewise` (each function",
+        "sees only its own piece, so another piece's nan never reaches the gradient, unlike",
+        "`np.where`), `np.cov` and `np.corrcoef` (constant weights), `np.gradient` and",
+        "`np.ediff1d`, `np.bincount` (weights), `np.digitize`, `np.fill_diagonal`,",
+        "`np.diagflat`, `np.nonzero`/`np.where(c)`/`np.argwhere` (the count is a guard, as for",
+        "`x[mask]`), `np.sum`/`np.mean` with `where=`, `np.allclose` (a Python bool: a guard),",
+        "`np.linalg.lstsq` of a full-rank matrix (pinv(a) @ b: equal up to rounding), and",
+        "`np.apply_along_axis` and `np.vectorize`, which call your function per slice or entry.",
+        "SciPy's `scipy.special.logsumexp`, `softmax`, `log_softmax` and `expit` are spelled",
+        "with these rows too (the module imports NumPy only; logsumexp's shift passes no",
+        "gradient, as in JAX); any other SciPy function on traced values is refused by name.",
         "",
         "A function without a row raises `gradgen.UnsupportedOperation` naming it and your line.",
         "Add a row with `gradgen.defvjp(fn, vjp_0, vjp_1, ..., sympy=..., rule_text=...)`: each",
@@ -103,7 +120,7 @@ def render_ops_markdown() -> str:
         called = ", ".join(([_SYNTAX[name]] if name in _SYNTAX else []) + sorted(names))
         called = called or "internal (inserted by reverse mode)"
         if op.nondiff:
-            rule = "locally constant: zero gradient"
+            rule = op.extra.get("doc", "locally constant: zero gradient")
         else:
             rule = "; ".join(f"`{t}`" for t in op.rule_text) or "identity"
         rule = rule.replace("|", chr(92) + "|")

@@ -59,7 +59,9 @@ def symbolic_values(graph: Graph, inputs: dict[Node, object],
             env[node] = to_sympy_constant(node.attrs["value"])
         elif op.name == "guard":
             continue
-        elif op.name == "seed" or op.nondiff:  # a backward mask may not be computed yet
+        elif op.name == "seed" or op.nondiff or (  # a backward mask may not be computed yet
+                len(node.avals) == 1 and node.aval.dtype.kind in "iub"):
+            # (an integer is locally constant too, np.searchsorted(...) + 1 say: it indexes)
             env[node] = to_sympy_constant(concrete(values, node.out))
         else:
             if op.sympy is None:

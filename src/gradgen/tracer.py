@@ -11,9 +11,9 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import GradgenError, UnsupportedOperation
+from .errors import GradgenError, UnsupportedOperation, scipy_hint
 from .ir import _PY_AVALS, Graph, Node, Ref, _new_ref, aval_of
-from .ops.registry import BOUND, OPS, set_bind
+from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import float_literal, negated_path
 from .source import USER_FILES, SourceLoc, current_loc, frame_line, is_user_file
 
@@ -711,9 +711,18 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         if self.is_constant:
             return np.asarray(self.value, dtype=dtype)
+        if self.aval.dtype.kind in "iub":  # most often table[i]: NumPy's own indexing
+            raise _unsupported(
+                "a traced index or mask used on a plain NumPy array (table[i] where i comes "
+                "from traced values) would be read as fixed numbers",
+                "make the array one of the traced code, table = np.asarray(table) inside the "
+                "function, so that table[i] is traced too; or use np.take_along_axis")
         raise _unsupported(
-            "converting a traced value to a plain NumPy array (np.asarray, np.array or a "
-            "NumPy function without a gradient rule) would hide it from the gradient")
+            "converting a traced value to a plain NumPy array (np.asarray, np.array, "
+            "np.float64(x) or a NumPy function without a gradient rule) would hide it from "
+            "the gradient", "for np.float64(x) write x.astype(np.float64); otherwise add a "
+            "rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a gradgen.Function "
+            "with a backward")
 
     def __iter__(self):
         if not self.shape:
@@ -758,7 +767,8 @@ class Tracer:
         out = kwargs.pop("out", None)
         if method == "at" and ufunc is np.add:  # np.add.at(a, idx, v): a scatter-add in place
             return BOUND["add.at"](*inputs)
-        if method in ("reduce", "accumulate") and ufunc in _UFUNC_METHODS[method]:
+        if method in ("reduce", "accumulate") and (ufunc in _UFUNC_METHODS[method]
+                                                   or (ufunc, method) in BOUND):
             return _ufunc_method(ufunc, method, inputs, kwargs)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
@@ -766,6 +776,15 @@ class Tracer:
         if handler is None or kwargs:
             if _all_constant(inputs) and not kwargs:
                 return ufunc(*(tracer_value(a) for a in inputs))
+            spelled = FOREIGN.get(f"scipy.special.{ufunc.__name__}")
+            if handler is None and spelled is not None and not kwargs:
+                return spelled(*inputs)  # scipy.special.expit: its NumPy form's rows
+            if handler is None and getattr(ufunc, "__module__", None) != "numpy":  # SciPy's
+                special = sys.modules.get("scipy.special")
+                name = (f"scipy.special.{ufunc.__name__}" if getattr(
+                    special, ufunc.__name__, None) is ufunc else f"the ufunc {ufunc.__name__}")
+                raise UnsupportedOperation(f"{name} has no gradient rule in gradgen",
+                                           current_loc(), scipy_hint(ufunc.__name__))
             extra = f" with {', '.join(kwargs)}=" if kwargs and handler else ""
             raise _unsupported(f"np.{ufunc.__name__}{extra} has no gradient rule in gradgen")
         result = handler(*_numpy_scalars(inputs))
@@ -926,7 +945,7 @@ def numpy_name(func) -> str:
     return f"{module}.{func.__name__}"
 
 
-# np.add.reduce(x) is np.sum(x, axis=0), np.maximum.accumulate is not here: no rule for it
+# np.add.reduce(x) is np.sum(x, axis=0); np.maximum.accumulate has a row (ops/running.py)
 _UFUNC_METHODS = {
     "reduce": {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min},
     "accumulate": {np.add: np.cumsum, np.multiply: np.cumprod},
@@ -942,7 +961,8 @@ def _ufunc_method(ufunc, method, inputs, kwargs):
         words = f" with {', '.join(extra)}=" if extra else ""
         raise _unsupported(f"np.{ufunc.__name__}.{method}{words} has no gradient rule in gradgen")
     axis = kwargs.get("axis", 0)
-    function = _UFUNC_METHODS[method][ufunc]
+    # the rows' own handlers (np.maximum.accumulate: ops/running.py), else a NumPy twin
+    function = BOUND.get((ufunc, method)) or _UFUNC_METHODS[method][ufunc]
     if method == "accumulate" and axis is None:
         raise _unsupported(f"np.{ufunc.__name__}.accumulate with axis=None")
     return function(inputs[0], axis=axis, **({"keepdims": True} if kwargs.get("keepdims")

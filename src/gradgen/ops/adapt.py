@@ -40,3 +40,12 @@ def normalize_axis(axis, n: int) -> tuple[int, ...] | None:
             raise np.exceptions.AxisError(a, n)
         out.append(a % n)
     return tuple(sorted(set(out)))
+
+
+def hinted(x, hint: str):
+    """Say what an intermediate an adapter or rule builds holds, for its name in the module
+    (``segment``, ``argmax_so_far``); a value the user names keeps the user's name."""
+    node = getattr(getattr(x, "ref", None), "node", None)
+    if node is not None and node.name is None and node.hint is None:
+        node.hint = hint
+    return x

@@ -190,6 +190,8 @@ def reduction(op, np_name):
     def handler(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
         kw = {k: v for k, v in kw.items() if v is not np._NoValue}
         keepdims = False if keepdims is np._NoValue else keepdims
+        if "where" in kw or "initial" in kw and np_name == "sum":
+            return _masked(handler, np_name, a, axis, dtype, out, keepdims, **kw)
         float_dtype = dtype is not None and np.dtype(dtype).kind == "f"
         if (dtype is not None and not float_dtype) or out is not None or kw:
             extra = ", ".join([*(["dtype="] if dtype is not None else []),
@@ -203,6 +205,21 @@ def reduction(op, np_name):
         return op(a, axis=axis, keepdims=bool(keepdims))
 
     return handler
+
+
+def _masked(handler, np_name, a, axis, dtype, out, keepdims, where=None, initial=None):
+    """``np.sum(a, where=m, initial=v)`` and ``np.mean(a, where=m)``: the entries the mask
+    leaves out count as 0 (the mean divides by how many it keeps along ``axis``, as NumPy
+    does); the gradient is the cotangent where ``m`` holds and 0 elsewhere."""
+    kept = a
+    if where is not None:
+        kept = np.where(where, a, 0.0 if np.result_type(_value(a)).kind == "f" else 0)
+    if np_name == "sum":
+        total = handler(kept, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+        return total if initial is None else total + initial
+    shape = np.shape(_value(a))
+    count = np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=keepdims)
+    return np.sum(kept, axis=axis, dtype=dtype, out=out, keepdims=keepdims) / count
 
 
 def _reshape(a, *shape, order="C", **kw):

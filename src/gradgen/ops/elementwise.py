@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ..tracer import _numpy_scalars, from_nested
+from ..tracer import _numpy_scalars, _stack, from_nested
 from ._sym import locally_constant_floor, sp
 from .adapt import refuse, value
 from .core import literal
@@ -242,6 +242,29 @@ def _bool_test(name, math_fn, np_fn, sym):
 isfinite = _bool_test("isfinite", math.isfinite, np.isfinite, lambda x: sp.true)
 isnan = _bool_test("isnan", math.isnan, np.isnan, lambda x: sp.false)
 isinf = _bool_test("isinf", math.isinf, np.isinf, lambda x: sp.false)
+
+
+_CLOSE = {"rtol": 1e-05, "atol": 1e-08}
+
+
+def _print_isclose(node, args):
+    parts = [args[0].text, args[1].text]
+    parts += [f"{key}={node.attrs[key]!r}" for key, default in _CLOSE.items()
+              if node.attrs.get(key, default) != default]
+    if node.attrs.get("equal_nan"):
+        parts.append("equal_nan=True")
+    return Expr(f"np.isclose({', '.join(parts)})")
+
+
+# |a - b| <= atol + rtol * |b|, NumPy's test (not symmetric in a and b, unlike math.isclose)
+isclose = defop(
+    "isclose",
+    lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: np.isclose(
+        a, b, rtol=rtol, atol=atol, equal_nan=equal_nan),
+    _print_isclose, nondiff=True, elementwise=True,
+    sympy=lambda a, b, rtol=1e-05, atol=1e-08, equal_nan=False: (
+        sp.Abs(a - b) <= atol + rtol * sp.Abs(b)),
+    xp="np.isclose has no array-API form (the standard has no isclose)")
 
 
 def _print_signbit(node, args):
@@ -543,6 +566,84 @@ def _np_select(condlist, choicelist, default=0):
     return out
 
 
+def _np_piecewise(x, condlist, funclist, *args, **kw):
+    """np.piecewise as NumPy runs it: each function sees only the entries its condition
+    selects (x[cond]) and its results are written there (y[cond] = ...), later conditions
+    over earlier ones, 0 where none holds. A function is never evaluated outside its piece,
+    so a branch that is undefined there (np.sqrt of a negative) cannot put a nan into the
+    gradient the way np.where's unselected branch does."""
+    x = _array_arg(x)
+    x_shape = np.shape(value(x))
+    if isinstance(condlist, list | tuple) and condlist and all(
+            np.ndim(value(c)) == 0 for c in condlist) and len(x_shape) > 0:
+        condlist = [condlist]  # one condition given as a list of bools (NumPy's reading)
+    if not isinstance(condlist, list | tuple):
+        condlist = [condlist]
+    conds = [_array_arg(c) for c in condlist]
+    if len(funclist) not in (len(conds), len(conds) + 1):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
+                         f"{len(conds) + 1} functions are expected")
+    if len(funclist) == len(conds) + 1:  # the last one: where no condition holds
+        otherwise = conds[0]
+        for c in conds[1:]:
+            otherwise = otherwise | c
+        conds.append(~otherwise if _is_traced(otherwise) else ~np.asarray(otherwise))
+    scalar = len(x_shape) == 0
+    if scalar:  # NumPy reads a 0-d x and its conditions as one-entry arrays
+        x = np.reshape(x, (1,))
+        conds = [np.reshape(c, (1,)) for c in conds]
+    # the result is a new array of x's shape and dtype, traced once a piece is written in
+    y = _stack()[-1].buffer(np.zeros(np.shape(value(x)), np.result_type(value(x))))
+    for cond, func in zip(conds, funclist, strict=False):
+        if not callable(func):
+            y[cond] = func
+            continue
+        piece = x[cond]
+        if np.size(value(piece)):
+            y[cond] = func(piece, *args, **kw)
+    return np.reshape(y, ()) if scalar else y
+
+
+def _np_polyval(p, x):
+    """np.polyval by Horner's rule, y = y * x + p[k] from the highest power down, so the
+    gradient reaches both p and x. NumPy starts from y = 0 * x + p[0]; from p[0] itself the
+    values are the same for every finite x and the module reads as a person writes it."""
+    if isinstance(p, list | tuple):
+        coefficients = list(p)
+    else:
+        p_shape = np.shape(value(p))
+        if len(p_shape) != 1:
+            refuse("np.polyval with coefficients that are not one-dimensional has no gradient "
+                   "rule in gradgen", "pass a 1-D array or list of coefficients")
+        coefficients = [p[k] for k in range(p_shape[0])]
+    x = _array_arg(x)
+    if len(coefficients) < 2:  # NumPy's 0 * x + p[0]: a constant polynomial has x's shape
+        zeros = zeros_like(x) if not isinstance(value(x), np.generic) else np.zeros(())
+        return zeros * x + coefficients[0] if coefficients else zeros
+    y = coefficients[0] * x + coefficients[1]
+    for c in coefficients[2:]:
+        y = y * x + c
+    return y
+
+
+def _close_args(name, rtol, atol, equal_nan):
+    for key, v in (("rtol", rtol), ("atol", atol)):
+        if _is_traced(v) or np.ndim(v):
+            refuse(f"{name} with a traced or array {key}= has no rule in gradgen",
+                   f"pass {key} as a number")
+    return {"rtol": float(rtol), "atol": float(atol), "equal_nan": bool(equal_nan)}
+
+
+def _np_isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _numpy_kinds(_array_arg(a), _array_arg(b))
+    return isclose(a, b, **_close_args("np.isclose", rtol, atol, equal_nan))
+
+
+def _np_allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """A Python bool, as NumPy gives: the trace takes it as a guard of its path."""
+    return bool(np.all(_np_isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+
 def _np_clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwargs):
     if out is not None or kwargs:
         given = ["out"] if out is not None else []
@@ -579,5 +680,9 @@ def _np_nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 route(np.where, _np_where, "where")
 route(np.select, _np_select, "where", called="np.select")
+route(np.piecewise, _np_piecewise, "getitem", "setitem")
+route(np.polyval, _np_polyval, "mul", "add")
+route(np.isclose, _np_isclose, "isclose")
+route(np.allclose, _np_allclose, "isclose", "all")
 route(np.clip, _np_clip, "clip", "maximum", "minimum")
 route(np.nan_to_num, _np_nan_to_num, "nan_to_num")

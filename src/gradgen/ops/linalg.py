@@ -28,7 +28,7 @@ import numpy as np
 from .. import abstract
 from ._sym import sp
 from .adapt import refuse
-from .arrays import _value, broadcast_to, reshape, transpose
+from .arrays import _value, broadcast_to, reshape, sum_, transpose
 from .core import cast
 from .index import scatter
 from .registry import PREC_ADD, PREC_MUL, Domain, Expr, defop, infix, route, value_text
@@ -1371,6 +1371,40 @@ def _np_diag(v, k=0):
     raise ValueError("Input must be 1- or 2-d.")
 
 
+def _np_diagflat(v, k=0):
+    """np.diagflat: the flattened input on the k-th diagonal of a new square array."""
+    size = int(np.size(_value(v)))
+    flat = v if _ndim(v) == 1 else reshape(v, shape=(size,))
+    return diag(flat, k=operator.index(k))
+
+
+def _np_fill_diagonal(a, val, wrap=False):
+    """np.fill_diagonal: writes ``val`` (repeated as needed) on the main diagonal of ``a``,
+    in place, at the flat positions NumPy's own code computes (``wrap`` for tall matrices);
+    a traced ``a`` takes the write as a new version of the array (see inplace.py)."""
+    shape = _shape(a)
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    if len(shape) > 2 and len(set(shape)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    if len(shape) == 2:
+        step = shape[1] + 1
+        end = None if wrap else shape[1] * shape[1]
+    else:
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+        end = None
+    positions = np.arange(0, int(np.prod(shape)), step)[:None if end is None else
+                                                        -(-end // step)]
+    where = np.unravel_index(positions, shape)
+    count = len(positions)
+    if _ndim(val) == 0:
+        a[where] = val
+        return
+    size = int(np.size(_value(val)))
+    flat = val if _ndim(val) == 1 else reshape(val, shape=(size,))
+    a[where] = flat if size == count else flat[np.arange(count) % size]  # NumPy repeats it
+
+
 def _np_tril(m, k=0):
     return tril(m, k=operator.index(k))
 
@@ -1430,6 +1464,33 @@ def _pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
         refuse("np.linalg.pinv with rcond=, rtol= or hermitian= has no gradient rule in "
                "gradgen", "call np.linalg.pinv(a) on a full-rank matrix")
     return pinv(a)
+
+
+def _lstsq(a, b, rcond=None):
+    """np.linalg.lstsq of a full-rank matrix: the solution is pinv(a) @ b (the same numbers
+    as NumPy's SVD solver, up to rounding), the residuals are the squared 2-norms of b - a @ x
+    per column (none when a is not tall), the rank is min(m, n) and s the singular values.
+    A rank-deficient matrix has no unique solution to differentiate: refused by name."""
+    a_value = np.asarray(getattr(a, "value", a))
+    if a_value.ndim != 2:
+        raise np.linalg.LinAlgError(f"{a_value.ndim}-dimensional array given. Array must be "
+                                    "two-dimensional")
+    m, n = a_value.shape
+    singular = np.linalg.svd(a_value, compute_uv=False)
+    cutoff = (np.finfo(a_value.dtype).eps * max(m, n) if rcond is None else rcond) * (
+        singular.max() if singular.size else 0.0)
+    if int(np.sum(singular > cutoff)) < min(m, n):
+        refuse("np.linalg.lstsq of a rank-deficient matrix has no gradient rule in gradgen "
+               "(its least-squares solution is not unique)",
+               "drop the dependent columns, or add a ridge term and use np.linalg.solve")
+    x = matmul(pinv(a), b)
+    if m > n:
+        residual = b - matmul(a, x)
+        squares = sum_(residual * residual, axis=(0,), keepdims=False)
+        residuals = reshape(squares, shape=(1,)) if _ndim(b) == 1 else squares
+    else:
+        residuals = np.zeros((0,), dtype=a_value.dtype)
+    return x, residuals, min(m, n), svdvals(a)
 
 
 def _svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -1548,6 +1609,8 @@ route(np.cross, _cross, "cross")
 route(np.trace, _np_trace, "trace")
 route(np.diagonal, _np_diagonal, "diagonal")
 route(np.diag, _np_diag, "diag", "diagonal")
+route(np.diagflat, _np_diagflat, "diag", "reshape")
+route(np.fill_diagonal, _np_fill_diagonal, "index_update", "getitem")
 route(np.tril, _np_tril, "tril")
 route(np.triu, _np_triu, "triu")
 route(np.linalg.inv, _inv, "inv")
@@ -1558,6 +1621,7 @@ route(np.linalg.cholesky, _cholesky, "cholesky")
 route(np.linalg.eigh, _eigh, "eigvalsh", "eigh_vectors")
 route(np.linalg.eigvalsh, _eigvalsh, "eigvalsh")
 route(np.linalg.pinv, _pinv, "pinv")
+route(np.linalg.lstsq, _lstsq, "pinv", "matmul", "svdvals")
 route(np.linalg.svd, _svd, "svd_u", "svdvals", "svd_vh")
 route(np.linalg.matrix_power, _matrix_power, "matmul", "inv")
 route(np.linalg.multi_dot, _multi_dot, "matmul")

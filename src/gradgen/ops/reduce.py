@@ -655,6 +655,94 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     return result
 
 
+_QUANTILE_METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
+
+
+def _quantile(name, scale):
+    """np.quantile (scale 1) and np.percentile (scale 100) as NumPy computes them: sort along
+    ``axis``, read the order statistics at each quantile's position, and interpolate between
+    the two neighbours (method linear, midpoint) or take one (lower, higher, nearest), with
+    NumPy's own lerp, so values agree to the bit. The gradient follows np.sort's (ties as
+    np.argsort placed them) into the one or two entries each quantile reads; nan where the
+    slice holds a nan, as for np.median."""
+
+    def handler(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None, interpolation=None):
+        _refuse_args(name, f"call {name}(x, q, axis=..., method=..., keepdims=...)", out=out,
+                     weights=weights)
+        if interpolation is not None:  # NumPy's old spelling of method=
+            method = interpolation
+        if method not in _QUANTILE_METHODS:
+            refuse(f"{name}(..., method={method!r}) has no gradient rule in gradgen",
+                   f"the methods {', '.join(_QUANTILE_METHODS)} are differentiable")
+        if hasattr(q, "ref") and not getattr(q, "is_constant", False):
+            refuse(f"{name} at a traced q has no gradient rule in gradgen",
+                   "the quantile's position must be a constant (its gradient in the data "
+                   "is what gradgen computes)")
+        q_value = getattr(q, "value", q)
+        qs = np.true_divide(np.asanyarray(q_value, dtype=np.float64), scale)
+        if not (np.all(qs >= 0) and np.all(qs <= 1)):  # NumPy's own check and message
+            raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100
+                             else "Quantiles must be in the range [0, 1]")
+        a_shape = _shape(a)
+        axes = _axes(a, axis)
+        if axes is not None and len(axes) > 1:
+            refuse(f"{name} over several axes has no gradient rule in gradgen",
+                   "move the axes together with np.moveaxis and reshape, then take the "
+                   "quantile over one axis")
+        if axes is None:
+            a = reshape(a, shape=(int(np.prod(a_shape, dtype=int)),)) if len(a_shape) != 1 \
+                else a
+            k = 0
+        else:
+            k = axes[0]
+        ordered = np.sort(a, axis=k)
+        if k:  # the sorted axis first, as NumPy moves it: the quantiles' axis replaces it
+            ordered = np.moveaxis(ordered, k, 0)
+        n = _shape(ordered)[0]
+        lo, hi, gamma = _quantile_positions(qs, n, method)
+        if qs.ndim == 0:  # one quantile: scalar positions, the weight a Python float
+            lo, hi, gamma = int(lo), int(hi), float(gamma)
+        result = ordered[lo]
+        if method in ("linear", "midpoint") and np.any(gamma != 0):
+            after = ordered[hi]
+            if qs.ndim:  # the weights broadcast over the rest of the axes
+                gamma = np.reshape(gamma, gamma.shape + (1,) * (len(_shape(ordered)) - 1))
+            diff = after - result
+            low = result + diff * gamma  # NumPy's _lerp, both halves
+            high = after - diff * (1.0 - gamma)
+            upper = np.asarray(gamma) >= 0.5
+            result = high if upper.all() else low if not upper.any() else np.where(
+                upper, high, low)
+        last = ordered[-1]
+        result = result + 0.0 / _as_float(eq(last, last), last)  # nan where the slice has one
+        if keepdims:
+            kept = _kept_shape(a_shape, axes)
+            result = reshape(result, shape=qs.shape + kept)
+        return result
+
+    return handler
+
+
+def _quantile_positions(qs, n: int, method: str):
+    """(lower index, upper index, weight of the upper) per quantile, as NumPy finds them."""
+    virtual = (n - 1) * qs
+    if method in ("lower", "higher", "nearest"):
+        pick = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method]
+        index = np.asarray(pick(virtual)).astype(np.intp)
+        return index, index, np.zeros(np.shape(qs))
+    if method == "midpoint":
+        virtual = 0.5 * (np.floor(virtual) + np.ceil(virtual))
+    lo = np.asarray(np.floor(virtual)).astype(np.intp)
+    hi = lo + 1
+    gamma = np.asarray(virtual - lo, dtype=np.float64)
+    if method == "midpoint":
+        gamma = np.where(np.asarray(virtual) % 1 == 0, 0.0, 0.5)
+    at_end = np.asarray(virtual) >= n - 1  # the last entry itself
+    lo, hi = np.where(at_end, n - 1, lo), np.where(at_end, n - 1, hi)
+    return lo, hi, np.where(at_end, 0.0, gamma)
+
+
 def _average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     """np.average: the mean, or sum(a * w) / sum(w) with weights (both get a gradient)."""
     keep = _flag(keepdims)
@@ -710,6 +798,25 @@ def _norm(x, ord=None, axis=None, keepdims=False):
     if len(axis) == 1:
         return _vector_norm(x, ord, axis, keepdims)
     return _matrix_norm(x, ord, axis, keepdims)
+
+
+def _np_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """np.linalg.vector_norm (NumPy 2): the vector norm over ``axis`` (all axes, or a tuple
+    of them, as one flattened vector)."""
+    value = _value(x)
+    np.linalg.vector_norm(value, axis=axis, keepdims=keepdims, ord=ord)  # NumPy's errors
+    axes = _axes(x, axis) or tuple(range(np.ndim(value)))
+    if ord == 2 and axis is None:
+        return norm(x, axis=None, keepdims=bool(keepdims))
+    return _vector_norm(x, ord, axes, bool(keepdims))
+
+
+def _np_matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """np.linalg.matrix_norm (NumPy 2): the matrix norm over the last two axes."""
+    value = _value(x)
+    np.linalg.matrix_norm(value, keepdims=keepdims, ord=ord)  # NumPy's errors
+    nd = np.ndim(value)
+    return _matrix_norm(x, ord, (nd - 2, nd - 1), bool(keepdims))
 
 
 def _vector_norm(x, ord, axis, keepdims):
@@ -808,7 +915,13 @@ route(np.cumprod, _cumulative(cumprod, "np.cumprod"), "cumprod")
 route(np.ptp, _ptp, "max", "min")
 route(np.average, _average, "mean", "sum")
 route(np.linalg.norm, _norm, "norm", "sum", "max", "min")
+if hasattr(np.linalg, "vector_norm"):  # NumPy 2's array API spellings
+    route(np.linalg.vector_norm, _np_vector_norm, "norm", "sum", "max", "min")
+    route(np.linalg.matrix_norm, _np_matrix_norm, "norm", "sum", "max", "min")
 route(np.median, _median, "mean")
+route(np.quantile, _quantile("np.quantile", 1), "argsort", "take_along_axis", "getitem")
+route(np.percentile, _quantile("np.percentile", 100), "argsort", "take_along_axis",
+      "getitem")
 route(np.argmax, _arg(argmax, "np.argmax"), "argmax")
 route(np.argmin, _arg(argmin, "np.argmin"), "argmin")
 route(np.argsort, _argsort, "argsort")

@@ -137,6 +137,9 @@ def set_bind(bind) -> None:
 OPS: dict[str, Op] = {}
 BOUND: dict[Any, Any] = {}  # Python/NumPy callable -> op, or an adapter that builds ops
 CALLED_AS: dict[str, list[str]] = {}  # op name -> how user code reaches it through adapters
+# Another library's callables that rows spell in NumPy, by qualified name
+# ("scipy.special.logsumexp" -> its adapter): the library itself is never imported for them.
+FOREIGN: dict[str, Any] = {}
 
 
 def defop(name: str, impl, printer: Printer, **kw) -> Op:
