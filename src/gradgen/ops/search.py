@@ -6,10 +6,12 @@ xp[j + 1]``), then computes ``slope * (x - xp[j]) + fp[j]`` with ``slope = (fp[j
 fp[j]) / (xp[j + 1] - xp[j])``, exactly NumPy's expression, so values agree to the bit. The
 gradient flows to ``x`` (the slope), to ``fp`` (the interpolation weights) and to ``xp``.
 
-Conventions at the edges, as JAX's np.interp:
-- at a knot (``x == xp[j]``) the slope is the segment to its right, the one the search picks;
-- at and beyond the last knot the value is ``fp[-1]`` (or ``right``): slope 0 in ``x``,
-  gradient 1 to ``fp[-1]``; left of the first knot ``fp[0]`` (or ``left``), slope 0.
+Conventions at the edges:
+- at a knot (``x == xp[j]``) the slope is the segment to its right, the one the search picks
+  (as JAX's jnp.interp);
+- at and beyond the last knot the value is ``fp[-1]`` (or ``right``), exactly as NumPy returns
+  it: slope 0 in ``x``, gradient 1 to ``fp[-1]`` (JAX takes the last segment's slope at
+  ``x == xp[-1]`` itself); left of the first knot ``fp[0]`` (or ``left``), slope 0.
 ``xp`` must increase strictly where the trace sees it (a repeated knot makes NumPy's slope a
 division by zero); ``period=`` and complex values are refused.
 """
