@@ -266,3 +266,12 @@ def test_the_one_reader_of_a_value():
                for n, e in expected.items())  # so is b, returned and read once
     for held in (Held(graph.nodes, {}), Held(graph.nodes, {}, graph.uses(), graph.outputs)):
         assert {node: held.reader(node) for node in graph.nodes} == expected
+
+
+def median_of_three_sorted(x):
+    return np.sum(np.sort(x)[1:] * np.sort(x)[:-1])
+
+
+def test_a_sorted_array_is_named_after_what_it_sorts():
+    source = gradgen.emit(median_of_three_sorted, np.array([0.3, -1.2, 0.8]))
+    assert "x_sorted = " in source and "x_sorted_tail = x_sorted[1:]" in source

@@ -228,6 +228,9 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
         return held.made(f"{whole}_{part_name(node.attrs['index'])}") if whole else None
     if op == "stack":
         return held.made(_stack_name(node, held))
+    if op == "take_along_axis" and _sorts_its_input(node):  # np.sort(x): x_sorted
+        whole = held_name(node.inputs[0].node, held, depth - 1)
+        return held.made(f"{whole}_sorted") if whole else None
     if op in ("cast", "adjoint"):  # the same numbers (in another dtype)
         return held_name(node.inputs[0].node, held, depth)
     operands = []
@@ -290,6 +293,12 @@ def _constant_word(value) -> str:
     if number.is_integer() and 0 <= number <= 10:
         return _NUMBER_WORDS[int(number)]
     return _NUMBER_WORDS.get(number, "")
+
+
+def _sorts_its_input(node: Node) -> bool:
+    """``np.take_along_axis(x, np.argsort(x))``: what np.sort(x) records."""
+    x_ref, order = node.inputs
+    return order.node.op.name == "argsort" and order.node.inputs[0] == x_ref
 
 
 def _stack_name(node: Node, held: Held) -> str | None:
