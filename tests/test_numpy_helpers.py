@@ -300,3 +300,41 @@ def test_vectorize_runs_the_function_per_entry():
     np.testing.assert_allclose(df(-x), _assert_gradient(vectorized, -x)[0])  # other branches
     with pytest.raises(gradgen.UnsupportedOperation, match="signature="):
         gradgen.grad(lambda x: np.sum(np.vectorize(np.sum, signature="(n)->()")(x)))(x)
+
+
+# --- np.max/np.min with where= and initial=, ufunc.outer, np.block, np.put --------------------
+
+X5 = np.array([0.3, 1.5, -0.2, 0.9, 2.0])
+MORE_CASES = {
+    "max_where_initial": (lambda x: np.max(x, where=x < 1.0, initial=-10.0), X5),
+    "max_initial": (lambda x: np.max(x, initial=5.0) + np.max(x, initial=0.0), X5),
+    "min_axis_where": (lambda x: np.sum(np.min(np.stack([x, x**2]), axis=0, initial=1.0,
+                                               where=np.array([1, 0, 1, 1, 0], bool)) ** 2), X5),
+    "outer": (lambda x: np.sum(np.add.outer(x, x) ** 2) + np.sum(np.multiply.outer(x, [1.0, 2.0]))
+              + np.sum(np.maximum.outer(A33, x)), X5),
+    "block": (lambda x: np.sum(np.block([[np.outer(x, x), np.eye(5)], [x[None, :], x[None, :] ** 2]])
+                               * np.linspace(0, 1, 60).reshape(6, 10)), X5),
+    "block_1d": (lambda x: np.sum(np.block([x[:2], x[3], 1.0]) ** 2), X5),
+}
+
+
+@pytest.mark.parametrize("name", list(MORE_CASES))
+def test_more_numpy_spellings(name):
+    f, x = MORE_CASES[name]
+    assert_gradient(f, x)
+    assert gradgen.value_and_grad(f)(x)[0] == f(x)
+
+
+def test_put_writes_a_traced_array_in_place():
+    def put(x):
+        y = x.copy()
+        np.put(y, [0, -1], x[1:3] * 3.0)
+        z = np.zeros(6)
+        np.put(z, [1, 4, 5], x[:2])  # v repeats, as in NumPy
+        return np.sum(y**2 * np.arange(5.0)) + np.sum(z**2 * np.arange(6.0))
+
+    assert_gradient(put, X5)
+    with pytest.raises(gradgen.UnsupportedOperation, match="not traced"):
+        gradgen.grad(lambda x: np.put(A33, [0], x[:1]) or np.sum(x))(X5)
+    with pytest.raises(ValueError, match="specify 'initial'"):
+        gradgen.grad(lambda x: np.max(x, where=x > 0))(X5)

@@ -901,6 +901,12 @@ class Tracer:
         if method in ("reduce", "accumulate") and (ufunc in _UFUNC_METHODS[method]
                                                    or (ufunc, method) in BOUND):
             return _ufunc_method(ufunc, method, inputs, kwargs)
+        if method == "outer" and len(inputs) == 2 and not kwargs and BOUND.get(ufunc):
+            # np.add.outer(x, y): x with one new axis per axis of y, then broadcast
+            x, y = (from_nested(v, None) if isinstance(v, list | tuple) else v for v in inputs)
+            extra = (1,) * np.ndim(shaped(y))
+            x = BOUND[np.reshape](x, np.shape(shaped(x)) + extra) if extra else x
+            return self.__array_ufunc__(ufunc, "__call__", x, y)
         if method != "__call__":
             raise _unsupported(f"np.{ufunc.__name__}.{method} on a traced value")
         handler = BOUND.get(ufunc)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tracer import from_nested
-from .adapt import value
+from .adapt import refuse, value
 from .registry import BOUND, route
 
 
@@ -66,3 +66,65 @@ def _np_argwhere(a):
 route(np.nonzero, _np_nonzero, "getitem")
 route(np.flatnonzero, _np_flatnonzero, "getitem")
 route(np.argwhere, _np_argwhere, "getitem", "stack")
+
+
+def _np_block(arrays):
+    """np.block: the innermost lists joined along the last axis, the next ones along the one
+    before, each piece first given the result's number of dimensions (leading 1s)."""
+    def depth_of(obj) -> int:
+        depth = 0
+        while isinstance(obj, list):
+            if not obj:
+                raise ValueError("List at arrays cannot be empty")
+            obj, depth = obj[0], depth + 1
+        return depth
+
+    depth = depth_of(arrays)
+    if depth == 0:
+        return np.copy(arrays) if hasattr(arrays, "ref") else np.array(arrays)
+    leaves, stack = [], [arrays]
+    while stack:  # every leaf's number of dimensions, in any order
+        obj = stack.pop()
+        if isinstance(obj, list):
+            if not all(isinstance(o, list) == isinstance(obj[0], list) for o in obj):
+                raise ValueError("List depths are mismatched")
+            stack.extend(obj)
+        else:
+            leaves.append(np.ndim(value(obj)))
+    ndim = max(depth, *leaves)
+
+    def joined(obj, level):
+        if not isinstance(obj, list):
+            shape = np.shape(value(obj))
+            full = (1,) * (ndim - len(shape)) + shape
+            return np.reshape(obj, full) if full != shape else obj
+        parts = [joined(o, level + 1) for o in obj]
+        return np.concatenate(parts, axis=level - depth) if len(parts) > 1 else parts[0]
+
+    return joined(arrays, 0)
+
+
+def _np_put(a, ind, v, mode="raise"):
+    """np.put: ``a.flat[ind] = v`` in place (v repeated as needed), as a new version of a
+    traced array (see inplace.py)."""
+    if not hasattr(a, "ref"):
+        refuse("np.put of traced values into an array that is not traced (a global, say) has "
+               "no rule in gradgen", "make the array inside the function (np.zeros, x.copy())")
+    if mode != "raise":
+        refuse(f"np.put(..., mode={mode!r}) has no rule in gradgen", "call np.put(a, ind, v)")
+    shape = np.shape(value(a))
+    size = int(np.prod(shape, dtype=int))
+    flat = np.ravel(np.asarray(getattr(ind, "value", ind)))
+    if flat.size and (flat.max() >= size or flat.min() < -size):
+        raise IndexError(f"index {int(flat.max())} is out of bounds for size {size}")
+    where = np.unravel_index(np.where(flat < 0, flat + size, flat), shape)
+    v = from_nested(v, None) if isinstance(v, list | tuple) else v
+    count = int(np.size(value(v)))
+    values = np.reshape(v, (count,)) if np.ndim(value(v)) != 1 else v
+    if count != flat.size:
+        values = values[np.arange(flat.size) % count]  # NumPy repeats v
+    a[where] = values
+
+
+route(np.block, _np_block, "concatenate", "reshape")
+route(np.put, _np_put, "index_update")

@@ -566,12 +566,31 @@ def _with_dtype(a, dtype, name):
 
 
 def _extreme(op, name):
+    masked = op.name in ("max", "min")  # (the nan forms take neither initial= nor where=)
+
     def handler(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+        if masked and not _given(out) and (_given(initial) or _given(where)):
+            return _masked_extreme(op, a, axis, keepdims, initial, where)
         _refuse_args(name, f"call {name}(x, axis=..., keepdims=...)", out=out,
                      initial=initial, where=where)
         return op(a, axis=_axes(a, axis), keepdims=_flag(keepdims))
 
     return handler
+
+
+def _masked_extreme(op, a, axis, keepdims, initial, where):
+    """np.max(x, where=m, initial=v): the entries the mask leaves out read as v, and v joins
+    the reduction (NumPy asks for initial= with where=); a tie with v shares the gradient
+    as any tie does, and v itself is a constant."""
+    if not _given(initial):
+        raise ValueError(f"reduction operation '{'maximum' if op.name == 'max' else 'minimum'}'"
+                         " does not have an identity, so to use a where mask one has to "
+                         "specify 'initial'")
+    if _given(where):
+        a = np.where(where, a, initial)
+    result = op(a, axis=_axes(a, axis), keepdims=_flag(keepdims))
+    pair = np.maximum if op.name == "max" else np.minimum
+    return pair(result, initial)  # (a tie: the data's side, np.maximum's first argument)
 
 
 def _sum_like(op, name):
