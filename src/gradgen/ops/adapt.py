@@ -6,12 +6,18 @@ import numpy as np
 
 from ..errors import UnsupportedOperation
 from ..source import current_loc
-from ..tracer import shaped
+from ..tracer import from_nested, shaped
 
 
 def refuse(what: str, hint: str | None = None):
     """Stop tracing with an UnsupportedOperation at the user's line."""
     raise UnsupportedOperation(what, current_loc(), hint)
+
+
+def as_array(x):
+    """A list or tuple argument (of numbers or traced values) as the array NumPy reads it
+    as (the traced stack np.array would make); anything else as it is."""
+    return from_nested(x, None) if isinstance(x, list | tuple) else x
 
 
 def value(x):

@@ -18,8 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import abstract
-from ..tracer import from_nested
-from .adapt import refuse, value
+from .adapt import as_array, refuse, value
 from .index import getitem
 from .registry import Domain, Expr, defop, route, value_text
 from .shape import pad
@@ -115,7 +114,7 @@ def _check(name: str, a, v, mode: str) -> None:
 def _as_array(x):
     """A list of numbers or traced values as an array, a 0-d value as one entry (NumPy's
     reading of both)."""
-    x = from_nested(x, None) if isinstance(x, list | tuple) else x
+    x = as_array(x)
     if np.ndim(value(x)) == 0:
         return np.reshape(x, (1,))
     return x

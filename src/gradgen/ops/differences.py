@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tracer import _stack, from_nested
-from .adapt import hinted, refuse, value
+from ..tracer import _stack
+from .adapt import as_array, hinted, refuse, value
 from .registry import route
 
 _NO = np._NoValue
@@ -44,7 +44,7 @@ def _spacing(distances, length: int):
 
 
 def _np_gradient(f, *varargs, axis=None, edge_order=1):
-    f = from_nested(f, None) if isinstance(f, list | tuple) else f
+    f = as_array(f)
     shape = np.shape(value(f))
     nd = len(shape)
     axes = tuple(range(nd)) if axis is None else np.lib.array_utils.normalize_axis_tuple(
@@ -132,14 +132,14 @@ def _named(out):
 
 def _np_ediff1d(ary, to_end=None, to_begin=None):
     """np.ediff1d: the differences of the flattened array, with values put before and after."""
-    x = from_nested(ary, None) if isinstance(ary, list | tuple) else ary
+    x = as_array(ary)
     size = int(np.size(value(x)))
     flat = np.reshape(x, (size,))
     parts = [flat[1:] - flat[:-1]]
     for extra, at_end in ((to_begin, False), (to_end, True)):
         if extra is None:
             continue
-        extra = from_nested(extra, None) if isinstance(extra, list | tuple) else extra
+        extra = as_array(extra)
         extra = np.reshape(extra, (int(np.size(value(extra))),))
         parts = [*parts, extra] if at_end else [extra, *parts]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)

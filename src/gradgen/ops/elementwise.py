@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from ..tracer import _numpy_scalars, _stack, from_nested
+from ..tracer import _numpy_scalars, _stack
 from ._sym import locally_constant_floor, sp
-from .adapt import refuse, value
+from .adapt import as_array, refuse, value
 from .core import literal
 from .registry import (
     BOUND,
@@ -514,15 +514,10 @@ def _numpy_kinds(*xs):
     return _numpy_scalars(xs)
 
 
-def _array_arg(x):
-    """A list or tuple argument (of numbers or traced values) as an array."""
-    if isinstance(x, list | tuple):
-        return from_nested(x, None)
-    return x
 
 
 def _as_condition(c):
-    c = _array_arg(c)
+    c = as_array(c)
     if np.result_type(value(c)) == np.bool_:
         return c
     if _is_traced(c):
@@ -539,7 +534,7 @@ def _np_where(condition, x=_NO, y=_NO, /):
         return handler(condition)
     if x is _NO or y is _NO:
         raise ValueError("either both or neither of x and y should be given")
-    condition, x, y = _numpy_kinds(_as_condition(condition), _array_arg(x), _array_arg(y))
+    condition, x, y = _numpy_kinds(_as_condition(condition), as_array(x), as_array(y))
     return where(condition, x, y)
 
 
@@ -551,16 +546,16 @@ def _np_select(condlist, choicelist, default=0):
         raise ValueError("list of cases must be same length as list of conditions")
     if not condlist:
         raise ValueError("select with an empty condition list is not possible")
-    conds = [_array_arg(c) for c in condlist]
+    conds = [as_array(c) for c in condlist]
     for i, c in enumerate(conds):
         if np.result_type(value(c)) != np.bool_:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
     # the first condition that holds wins: the last where is the outermost
-    out = _array_arg(default)
+    out = as_array(default)
     shape = np.broadcast_shapes(*(np.shape(value(v)) for v in (*conds, *choicelist)),
                                 np.shape(value(out)))
     for cond, choice in reversed(list(zip(conds, choicelist, strict=True))):
-        out = where(*_numpy_kinds(cond, _array_arg(choice), out))
+        out = where(*_numpy_kinds(cond, as_array(choice), out))
     if np.shape(value(out)) != shape:  # NumPy's result has the shape of every input
         out = BOUND[np.broadcast_to](out, shape)
     return out
@@ -572,14 +567,14 @@ def _np_piecewise(x, condlist, funclist, *args, **kw):
     over earlier ones, 0 where none holds. A function is never evaluated outside its piece,
     so a branch that is undefined there (np.sqrt of a negative) cannot put a nan into the
     gradient the way np.where's unselected branch does."""
-    x = _array_arg(x)
+    x = as_array(x)
     x_shape = np.shape(value(x))
     if isinstance(condlist, list | tuple) and condlist and all(
             np.ndim(value(c)) == 0 for c in condlist) and len(x_shape) > 0:
         condlist = [condlist]  # one condition given as a list of bools (NumPy's reading)
     if not isinstance(condlist, list | tuple):
         condlist = [condlist]
-    conds = [_array_arg(c) for c in condlist]
+    conds = [as_array(c) for c in condlist]
     if len(funclist) not in (len(conds), len(conds) + 1):
         raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
                          f"{len(conds) + 1} functions are expected")
@@ -616,7 +611,7 @@ def _np_polyval(p, x):
             refuse("np.polyval with coefficients that are not one-dimensional has no gradient "
                    "rule in gradgen", "pass a 1-D array or list of coefficients")
         coefficients = [p[k] for k in range(p_shape[0])]
-    x = _array_arg(x)
+    x = as_array(x)
     if len(coefficients) < 2:  # NumPy's 0 * x + p[0]: a constant polynomial has x's shape
         zeros = zeros_like(x) if not isinstance(value(x), np.generic) else np.zeros(())
         return zeros * x + coefficients[0] if coefficients else zeros
@@ -635,7 +630,7 @@ def _close_args(name, rtol, atol, equal_nan):
 
 
 def _np_isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = _numpy_kinds(_array_arg(a), _array_arg(b))
+    a, b = _numpy_kinds(as_array(a), as_array(b))
     return isclose(a, b, **_close_args("np.isclose", rtol, atol, equal_nan))
 
 
@@ -651,8 +646,8 @@ def _np_clip(a, a_min=_NO, a_max=_NO, out=None, *, min=_NO, max=_NO, **kwargs):
                "gradgen", "call np.clip(x, lo, hi) and assign the result")
     lo = min if a_min is _NO else a_min
     hi = max if a_max is _NO else a_max
-    lo, hi = (None if v is _NO else _array_arg(v) for v in (lo, hi))
-    a = _array_arg(a)
+    lo, hi = (None if v is _NO else as_array(v) for v in (lo, hi))
+    a = as_array(a)
     if lo is None and hi is None:
         return OPS["copy"](a) if isinstance(value(a), np.ndarray) else a
     if lo is None:
@@ -674,7 +669,7 @@ def _np_nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
                    "gradgen", "use np.where(np.isnan(x), value, x)")
     attrs = {k: float(v) for k, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf))
              if v is not None and not (k == "nan" and v == 0.0)}
-    (x,) = _numpy_kinds(_array_arg(x))
+    (x,) = _numpy_kinds(as_array(x))
     return nan_to_num(x, **attrs)
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tracer import from_nested
-from .adapt import refuse, value
+from .adapt import as_array, refuse, value
 from .registry import BOUND, route
 
 
 def _np_apply_along_axis(func1d, axis, arr, *args, **kwargs):
-    arr = from_nested(arr, None) if isinstance(arr, list | tuple) else arr
+    arr = as_array(arr)
     shape = np.shape(value(arr))
     nd = len(shape)
     axis = np.lib.array_utils.normalize_axis_index(axis, nd)
@@ -23,7 +22,7 @@ def _np_apply_along_axis(func1d, axis, arr, *args, **kwargs):
     if 0 in outer:
         raise ValueError("Cannot apply_along_axis when any iteration dimensions are 0")
     results = [func1d(moved[index], *args, **kwargs) for index in np.ndindex(outer)]
-    results = [from_nested(r, None) if isinstance(r, list | tuple) else r for r in results]
+    results = [as_array(r) for r in results]
     inner = np.shape(value(results[0]))
     stacked = np.stack(results) if inner else np.stack([np.reshape(r, ()) for r in results])
     out = np.reshape(stacked, outer + inner)
@@ -42,7 +41,7 @@ def _np_nonzero(a):
     """np.nonzero (and np.where(c), np.flatnonzero, np.argwhere) of a traced mask: the
     positions read through the mask, ``np.arange(n)[mask]`` per axis, so the number of
     entries is a guard of the traced path like any boolean index."""
-    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    a = as_array(a)
     shape = np.shape(value(a))
     if not shape:
         raise ValueError("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar)"
@@ -52,12 +51,12 @@ def _np_nonzero(a):
 
 
 def _np_flatnonzero(a):
-    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    a = as_array(a)
     return _np_nonzero(np.ravel(a))[0]
 
 
 def _np_argwhere(a):
-    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    a = as_array(a)
     if not np.shape(value(a)):  # NumPy: one row (or none) with no coordinates
         return np.stack(_np_nonzero(np.reshape(a, (1,))), axis=1)[:, :0]
     return np.stack(_np_nonzero(a), axis=1)
@@ -118,7 +117,7 @@ def _np_put(a, ind, v, mode="raise"):
     if flat.size and (flat.max() >= size or flat.min() < -size):
         raise IndexError(f"index {int(flat.max())} is out of bounds for size {size}")
     where = np.unravel_index(np.where(flat < 0, flat + size, flat), shape)
-    v = from_nested(v, None) if isinstance(v, list | tuple) else v
+    v = as_array(v)
     count = int(np.size(value(v)))
     values = np.reshape(v, (count,)) if np.ndim(value(v)) != 1 else v
     if count != flat.size:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tracer import from_nested
-from .adapt import hinted, refuse, value
+from .adapt import as_array, hinted, refuse, value
 from .registry import CALLED_AS, FOREIGN, Expr, defop
 
 # Identity in value, no gradient: for a quantity the result mathematically does not depend
@@ -44,7 +43,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     if return_sign:
         refuse("scipy.special.logsumexp(..., return_sign=True) has no gradient rule in gradgen",
                "call it without return_sign (the weights b must keep the sum positive)")
-    a = from_nested(a, None) if isinstance(a, list | tuple) else a
+    a = as_array(a)
     axis = _axes(a, axis)
     m = _shift(a, axis)
     terms = np.exp(a - m)
@@ -57,14 +56,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 
 def softmax(x, axis=None):
-    x = from_nested(x, None) if isinstance(x, list | tuple) else x
+    x = as_array(x)
     axis = _axes(x, axis)
     e = hinted(np.exp(x - _shift(x, axis)), "exp_shifted")
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
 def log_softmax(x, axis=None):
-    x = from_nested(x, None) if isinstance(x, list | tuple) else x
+    x = as_array(x)
     axis = _axes(x, axis)
     shifted = hinted(x - _shift(x, axis), "shifted")
     return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))

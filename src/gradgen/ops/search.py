@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tracer import from_nested
 from ._sym import sp
-from .adapt import hinted, refuse
+from .adapt import as_array, hinted, refuse
 from .arrays import _value
 from .core import cast
 from .elementwise import where
@@ -65,7 +64,7 @@ def _np_searchsorted(a, v, side="left", sorter=None):
                "sort the array first: np.searchsorted(np.sort(a), v)")
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right' (got {side!r})")
-    a, v = _listed(a), _listed(v)
+    a, v = as_array(a), as_array(v)
     if np.ndim(_value(a)) != 1:
         raise ValueError("object too deep for desired array")  # NumPy's own message
     return searchsorted(a, v, side=side)
@@ -74,15 +73,12 @@ def _np_searchsorted(a, v, side="left", sorter=None):
 route(np.searchsorted, _np_searchsorted, "searchsorted")
 
 
-def _listed(x):
-    """A list or tuple (of numbers or traced values) as the array NumPy reads it as."""
-    return from_nested(x, None) if isinstance(x, list | tuple) else x
 
 
 def _np_digitize(x, bins, right=False):
     """np.digitize as NumPy computes it: a search in increasing bins (side right unless
     right=True), or in the reversed decreasing bins counted from the end."""
-    x, bins = _listed(x), _listed(bins)
+    x, bins = as_array(x), as_array(bins)
     edges = np.asarray(getattr(bins, "value", bins))
     if edges.ndim != 1:
         raise ValueError("bins must be one-dimensional")
@@ -104,7 +100,7 @@ route(np.digitize, _np_digitize, "searchsorted")
 
 def _as_float64(x):
     """np.interp computes in float64 whatever it is given (float32 and ints included)."""
-    x = _listed(x)
+    x = as_array(x)
     kind = np.result_type(_value(x))
     if kind.kind == "c":
         refuse("np.interp of complex values has no gradient rule in gradgen")
