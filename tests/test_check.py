@@ -245,3 +245,26 @@ def test_a_max_shifted_softmax_is_checked_symbolically():
     W, X = rng.normal(size=(2, 3)), rng.normal(size=(3, 2))
     report = check(xent, W, X, np.array([0, 2, 1]))
     assert report.results[0].method in ("sympy", "proved")
+
+
+def test_the_sympy_budget_survives_code_that_swallows_exceptions():
+    """sympy catches exceptions in many places: the budget's alarm must still end the work
+    (once it was swallowed inside simplify and a check ran for more than half an hour)."""
+    import time
+
+    from gradgen.check import _Budget, _Timeout
+
+    swallowed = []
+    with pytest.raises(_Timeout), _Budget(0.05):
+        for _ in range(300):  # 3 s at most, if no alarm got through
+            try:
+                try:
+                    time.sleep(0.01)
+                except Exception:  # noqa: BLE001 - what most of sympy's handlers catch
+                    swallowed.append("exception")
+            except BaseException:
+                if swallowed:  # the second alarm: let it through
+                    raise
+                swallowed.append("bare except")  # a bare except swallows the first
+    assert swallowed == ["bare except"]
+    time.sleep(0.3)  # the block is over: no alarm is left to fire here

@@ -291,8 +291,9 @@ def _directional_error(fn, forward, point, k, got, rng):
     return abs(analytic - numeric), max(abs(numeric), abs(analytic))
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """The budget is spent. A BaseException: sympy's own ``except Exception`` blocks (there
+    are many) must not swallow it, or simplify runs on for minutes with no alarm left."""
 
 
 def _can_time_out() -> bool:
@@ -304,8 +305,11 @@ class _Budget:
     _Timeout once the total is spent (no limit off the main thread, where no alarm can be
     set; sympy then simply takes as long as it takes)."""
 
+    REPEAT = 0.1  # seconds between alarms once the budget is spent (see _on_alarm)
+
     def __init__(self, seconds: float):
         self.left = seconds
+        self.armed = False
 
     def __enter__(self):
         if not _can_time_out():
@@ -313,19 +317,23 @@ class _Budget:
         if self.left <= 0:
             raise _Timeout
         self.started = time.monotonic()
-        self.previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.left)
+        self.armed = True
+        self.previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, self.left, self.REPEAT)
         return self
 
     def __exit__(self, *exc):
         if _can_time_out():
+            self.armed = False  # first: an alarm arriving from here on raises nothing
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
             self.left -= time.monotonic() - self.started
 
-
-def _on_alarm(signum, frame):
-    raise _Timeout
+    def _on_alarm(self, signum, frame):
+        # The alarm repeats until the block ends: one swallowed by a bare ``except:`` in
+        # sympy is followed by the next, a tenth of a second later.
+        if self.armed:
+            raise _Timeout
 
 
 def _prove(vg_graph, symbols, derivs, position, seconds) -> bool:
