@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import UnsupportedOperation
 from ..source import current_loc
-from ..tracer import from_nested, shaped
+from ..tracer import _stack, from_nested, has_traced, shaped
 
 
 def refuse(what: str, hint: str | None = None):
@@ -18,6 +18,12 @@ def as_array(x):
     """A list or tuple argument (of numbers or traced values) as the array NumPy reads it
     as (the traced stack np.array would make); anything else as it is."""
     return from_nested(x, None) if isinstance(x, list | tuple) else x
+
+
+def new_array(array: np.ndarray):
+    """A new array of the traced code (np.zeros inside the function, as intercept.py makes
+    them): a constant that turns traced once a traced value is written into it."""
+    return _stack()[-1].buffer(array)
 
 
 def value(x):
@@ -55,3 +61,7 @@ def hinted(x, hint: str):
     if node is not None and node.name is None and node.hint is None:
         node.hint = hint
     return x
+
+
+__all__ = ["as_array", "has_traced", "hinted", "ndim", "new_array", "normalize_axis",
+           "refuse", "shape", "value"]

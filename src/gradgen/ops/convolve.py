@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import abstract
-from .adapt import as_array, refuse, value
+from .adapt import as_array, refuse, shape, value
 from .index import getitem
 from .registry import Domain, Expr, defop, route, value_text
 from .shape import pad
@@ -36,10 +36,6 @@ def _lengths(n: int, m: int, mode: str) -> tuple[int, int]:
     return max(n, m), (min(n, m) - 1) // 2
 
 
-def _shape_of(x) -> tuple[int, ...]:
-    return tuple(x.aval.shape) if hasattr(x, "aval") else np.shape(x)
-
-
 def _reversed(x):
     return getitem(x, index=(("slice", None, None, -1),))
 
@@ -54,12 +50,12 @@ def _full_cotangent(g, n: int, m: int, mode: str):
 
 
 def _vjp_first(g, ans, a, v, mode="full"):
-    (n,), (m,) = _shape_of(a), _shape_of(v)
+    (n,), (m,) = shape(a), shape(v)
     return convolve(_full_cotangent(g, n, m, mode), _reversed(v), mode="valid")
 
 
 def _vjp_second(g, ans, a, v, mode="full"):
-    (n,), (m,) = _shape_of(a), _shape_of(v)
+    (n,), (m,) = shape(a), shape(v)
     return convolve(_full_cotangent(g, n, m, mode), _reversed(a), mode="valid")
 
 
@@ -104,10 +100,10 @@ def _check(name: str, a, v, mode: str) -> None:
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, _MODES))} (got {mode!r})")
     for x in (a, v):
-        if len(_shape_of(x)) != 1:
+        if len(shape(x)) != 1:
             raise ValueError(f"{name} takes 1-D arrays; use a loop or np.apply_along_axis "
                              "for more dimensions")
-        if _shape_of(x)[0] == 0:
+        if shape(x)[0] == 0:
             raise ValueError(f"{name}: neither array may be empty")
 
 
@@ -135,7 +131,7 @@ def _np_correlate(a, v, mode="valid"):
     _check("np.correlate", a, v, mode)
     if np.result_type(value(a), value(v)).kind == "c":
         refuse("np.correlate of complex arrays has no gradient rule in gradgen")
-    if _shape_of(a)[0] < _shape_of(v)[0]:  # NumPy swaps them (and reverses the result):
+    if shape(a)[0] < shape(v)[0]:  # NumPy swaps them (and reverses the result):
         return _reversed(convolve(v, _reversed(a), mode=mode))  # the same sums, in its order
     return convolve(a, _reversed(v), mode=mode)
 

@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tracer import _stack
-from .adapt import as_array, hinted, refuse, value
+from .adapt import as_array, has_traced, hinted, new_array, refuse, value
 from .registry import route
 
 _NO = np._NoValue
 
 
-def _new_array(shape, dtype):
-    """A new array of the traced code, traced once a traced value is written into it."""
-    return _stack()[-1].buffer(np.zeros(shape, dtype))
-
-
 def _spacing(distances, length: int):
     """One axis's spacing as NumPy reads it: a scalar, or the steps of a coordinate array
     (a scalar again when they are all equal)."""
-    if hasattr(distances, "ref") and not getattr(distances, "is_constant", False):
+    if has_traced(distances):
         refuse("np.gradient with traced spacing has no gradient rule in gradgen",
                "pass the spacing or coordinates as constants (the gradient in f is computed)")
     if isinstance(distances, int | float):  # 1.0 by default: a Python number, as in NumPy
@@ -80,7 +74,7 @@ def _along(f, axis, nd, shape, dtype, dx, edge_order):
         index[axis] = k
         return tuple(index)
 
-    out = _new_array(shape, dtype)
+    out = new_array(np.zeros(shape, dtype))
     uniform = np.ndim(dx) == 0
     if uniform:
         out[at(slice(1, -1))] = (f[at(slice(2, None))] - f[at(slice(None, -2))]) / (2.0 * dx)

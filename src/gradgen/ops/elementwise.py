@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from ..tracer import _numpy_scalars, _stack
+from ..tracer import _numpy_scalars
 from ._sym import locally_constant_floor, sp
-from .adapt import as_array, refuse, value
+from .adapt import as_array, new_array, refuse, value
 from .core import literal
 from .registry import (
     BOUND,
@@ -588,7 +588,7 @@ def _np_piecewise(x, condlist, funclist, *args, **kw):
         x = np.reshape(x, (1,))
         conds = [np.reshape(c, (1,)) for c in conds]
     # the result is a new array of x's shape and dtype, traced once a piece is written in
-    y = _stack()[-1].buffer(np.zeros(np.shape(value(x)), np.result_type(value(x))))
+    y = new_array(np.zeros(np.shape(value(x)), np.result_type(value(x))))
     for cond, func in zip(conds, funclist, strict=False):
         if not callable(func):
             y[cond] = func

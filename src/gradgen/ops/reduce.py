@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import abstract
 from ._sym import extreme, sp
-from .adapt import normalize_axis, refuse
+from .adapt import has_traced, normalize_axis, refuse
 from .arith import abs_, eq, maximum
 from .arrays import (
     _axis_text,
@@ -694,7 +694,7 @@ def _quantile(name, scale):
         if method not in _QUANTILE_METHODS:
             refuse(f"{name}(..., method={method!r}) has no gradient rule in gradgen",
                    f"the methods {', '.join(_QUANTILE_METHODS)} are differentiable")
-        if hasattr(q, "ref") and not getattr(q, "is_constant", False):
+        if has_traced(q):
             refuse(f"{name} at a traced q has no gradient rule in gradgen",
                    "the quantile's position must be a constant (its gradient in the data "
                    "is what gradgen computes)")

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import abstract
 from ._sym import sp
-from .adapt import hinted
+from .adapt import hinted, shape, value
 from .arith import eq
 from .elementwise import where
 from .registry import OPS, Domain, Expr, defop, route
@@ -28,21 +28,17 @@ _CASES = ((((5,),), {"axis": 0}), (((3, 4),), {"axis": 1}), (((3, 2),), {"axis":
 
 def _source(x, ans, axis):
     """Where each running extreme came from: the last position so far holding it."""
-    shape = _shape_of(x)
-    n = shape[axis]
-    positions = np.arange(n).reshape((1,) * axis + (n,) + (1,) * (len(shape) - axis - 1))
+    x_shape = shape(x)
+    n = x_shape[axis]
+    positions = np.arange(n).reshape((1,) * axis + (n,) + (1,) * (len(x_shape) - axis - 1))
     held = where(eq(x, ans), positions, 0)
     kind = "max" if ans.ref.node.op.name == "cummax" else "min"
     return hinted(OPS["cummax"](held, axis=axis), f"arg{kind}_so_far")
 
 
 def _vjp(g, ans, x, axis=0):
-    zeros = np.zeros(_shape_of(x), g.aval.dtype if hasattr(g, "aval") else np.result_type(g))
+    zeros = np.zeros(shape(x), np.result_type(value(g)))
     return add_along_axis(zeros, g, _source(x, ans, axis), axis=axis)
-
-
-def _shape_of(x) -> tuple[int, ...]:
-    return tuple(x.aval.shape) if hasattr(x, "aval") else np.shape(x)
 
 
 def _sym_running(extreme):
@@ -67,25 +63,24 @@ def _printer(ufunc):
     return print_
 
 
-_XP = "a running maximum or minimum has no array-API form (the standard has no cumulative max)"
+def _running_row(name, ufunc, extreme):
+    word = "maximum" if name == "cummax" else "minimum"
+    return defop(
+        name, lambda x, axis=0: ufunc.accumulate(x, axis=axis), _printer(ufunc.__name__),
+        vjp=(_vjp,), sympy=_sym_running(lambda *xs: getattr(sp, extreme)(*xs)),
+        abstract=abstract.scan, domain=Domain((_REALS,), cases=_CASES),
+        rule_text=(f"the cotangent to the entry each running {word} holds (ties: the latest)",),
+        xp="a running maximum or minimum has no array-API form (the standard has no "
+           "cumulative max)")
 
-cummax = defop(
-    "cummax", lambda x, axis=0: np.maximum.accumulate(x, axis=axis), _printer("maximum"),
-    vjp=(_vjp,), sympy=_sym_running(lambda *xs: sp.Max(*xs)), abstract=abstract.scan,
-    domain=Domain((_REALS,), cases=_CASES),
-    rule_text=("the cotangent to the entry each running maximum holds (ties: the latest)",),
-    xp=_XP)
-cummin = defop(
-    "cummin", lambda x, axis=0: np.minimum.accumulate(x, axis=axis), _printer("minimum"),
-    vjp=(_vjp,), sympy=_sym_running(lambda *xs: sp.Min(*xs)), abstract=abstract.scan,
-    domain=Domain((_REALS,), cases=_CASES),
-    rule_text=("the cotangent to the entry each running minimum holds (ties: the latest)",),
-    xp=_XP)
+
+cummax = _running_row("cummax", np.maximum, "Max")
+cummin = _running_row("cummin", np.minimum, "Min")
 
 
 def _accumulate(op):
     def handler(x, axis=0):
-        nd = len(_shape_of(x))
+        nd = len(shape(x))
         if nd == 0:
             raise TypeError("cannot accumulate on a scalar")
         return op(x, axis=int(axis) % nd)

@@ -11,8 +11,7 @@ import warnings
 
 import numpy as np
 
-from ..tracer import _stack
-from .adapt import hinted, refuse, value
+from .adapt import has_traced, hinted, new_array, refuse, value
 from .registry import route
 
 _NO = np._NoValue
@@ -34,7 +33,7 @@ def _as_rows(x, rowvar: bool, dtype):
 def _constant_weights(name: str, w):
     if w is None:
         return None
-    if hasattr(w, "ref") and not getattr(w, "is_constant", False):
+    if has_traced(w):
         refuse(f"np.cov with traced {name} has no gradient rule in gradgen",
                f"pass {name} as constants")
     return np.asarray(getattr(w, "value", w), dtype=float)
@@ -117,24 +116,24 @@ def _np_bincount(x, /, weights=None, minlength=0):
     if known.size and (known.dtype.kind not in "iu" or known.min() < 0):
         raise ValueError("'list' argument must have no negative elements")
     length = max(int(minlength), int(known.max()) + 1 if known.size else 0)
-    if hasattr(idx, "ref") and not getattr(idx, "is_constant", False) and known.size:
+    traced_bins = has_traced(idx)
+    if traced_bins and known.size:
         largest = np.max(idx) + 1
         # (each a guard of the traced path: the bins the module makes are the ones seen here)
         if length > int(minlength):
             bool(largest == length)
         else:
             bool(largest <= length)
-    traced_bins = hasattr(idx, "ref") and not getattr(idx, "is_constant", False)
     if weights is None:  # counts: integers, no gradient
         counts = np.zeros(length, dtype=np.intp)
         if not traced_bins:
             np.add.at(counts, known, 1)
             return counts
-        out = _stack()[-1].buffer(counts)
+        out = new_array(counts)
         np.add.at(out, idx, 1)
         return out
     weights = np.asarray(weights, dtype=float) if isinstance(weights, list | tuple) else weights
-    out = _stack()[-1].buffer(np.zeros(length))  # NumPy adds the weights as float64
+    out = new_array(np.zeros(length))  # NumPy adds the weights as float64
     np.add.at(out, idx, weights)
     return out
 
