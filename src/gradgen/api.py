@@ -195,7 +195,7 @@ class GradFunction:
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
-        # (signature, path, how __call__ checks the signature) of the last call: see _make_hot
+        # (signature, path, whether the signature is the arguments' types) of the last call
         self._hot: tuple = (None, None, False)
         functools.update_wrapper(self, fn, updated=())
 
@@ -207,20 +207,10 @@ class GradFunction:
         # hashing), and a trace open in no thread is one set read (tracer.OPEN_TRACES), not
         # this thread's stack.
         if not kwargs and not OPEN_TRACES:
-            hot_key, path, check = self._hot
-            # A signature of floats only is checked by a loop of `is` (tuple(map(type, args))
-            # costs three times as many instructions: a map object, a tuple resized), one of
-            # numbers only by their types read in C, any other by the loop's key
-            hit = False
-            if check is float and len(args) == len(hot_key):
-                hit = True
-                for value in args:
-                    if type(value) is not float:
-                        hit = False
-                        break
-            elif check:
-                hit = tuple(map(type, args)) == hot_key
-            if not hit:
+            hot_key, path, by_types = self._hot
+            # A signature of numbers only is their types, read in C (scalar code: a third of
+            # the loop's time); any other is the loop's key
+            if not (by_types and tuple(map(type, args)) == hot_key):
                 key = ()
                 for value in args:
                     kind = type(value)
@@ -282,10 +272,7 @@ class GradFunction:
     def _make_hot(self, key: tuple, path: _Path) -> None:
         """The path the next call with this signature tries first (and the one that ran)."""
         self._last = path
-        check = all(type(entry) is type for entry in key)  # numbers only: types decide
-        if check and key and all(entry is float for entry in key):
-            check = float
-        self._hot = (key, path, check)
+        self._hot = (key, path, all(type(entry) is type for entry in key))
 
     @property
     def source(self) -> str | None:
