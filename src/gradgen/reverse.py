@@ -191,7 +191,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
         ins.append(x)
     rules = op.vjp
     layout = _LAYOUTS.get(op)
-    variadic, order, deferred = layout if layout is not None else _rule_layout(op)
+    variadic, order, deferred, origins = layout if layout is not None else _rule_layout(op)
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
     attrs = node.attrs
@@ -210,7 +210,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             if i in deferred:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
-                site.origin = (op, k)  # (swap_loc's, for the one field that changes)
+                site.origin = origins[k]  # (swap_loc's, for the one field that changes)
                 if attrs:
                     c = rule(g, ans, *ins, **attrs)
                 elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
@@ -232,18 +232,35 @@ _LAYOUTS: dict = {}
 def _rule_layout(op) -> tuple:
     """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
     (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
-    before it zeroes it), and those built only when their input's adjoint is combined."""
+    before it zeroes it), those built only when their input's adjoint is combined, and the
+    ``origin`` of each rule's nodes."""
     layout = _LAYOUTS.get(op)
     if layout is None:
         extra = op.extra
         layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
-                                 extra.get("deferred_vjp", ()))
+                                 extra.get("deferred_vjp", ()),
+                                 tuple(rule_origin(op, k) for k in range(len(op.vjp))))
     return layout
+
+
+_ORIGINS: dict = {}
+
+
+def rule_origin(op, k: int) -> tuple:
+    """``(op, k)``, the origin of the nodes that ``op``'s k-th rule records, as one tuple per
+    rule: every backward node keeps its origin, and a tuple made per node would be one more
+    object per node for the cyclic GC to walk once a build ends."""
+    made = _ORIGINS.get(op)
+    if made is None:
+        made = _ORIGINS[op] = []
+    while len(made) <= k:
+        made.append((op, len(made)))
+    return made[k]
 
 
 def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
     """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
-    saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
+    saved = swap_loc(node.loc, rule_origin(node.op, k))  # (at_loc without a with: per edge)
     try:
         return _fit(rule(g, ans, *ins, **node.attrs), r)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
@@ -303,7 +320,7 @@ def _combine(entries, node: Node):
         if not node.name:
             return first
     # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
-    origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
+    origin = rule_origin(user.op, index) if len(entries) == 1 and user.role != "bwd" else None
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
