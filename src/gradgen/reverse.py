@@ -16,7 +16,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, at_loc, new_tracer, swap_loc
+from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -217,7 +217,9 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
                     c = rule(g, ans, ins[0], ins[1])
                 else:
                     c = rule(g, ans, *ins)
-                c = _fit(c, r)
+                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not r.node.avals[
+                        r.index]:  # (_fit's common case, inline: nothing to match)
+                    c = _fit(c, r)
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
@@ -356,12 +358,15 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     ref = g.ref
     aval = ref.node.avals[ref.index]
     trace = g._trace
-    if type(g._value) is float and aval.py is float and loc is not None:
+    value = g._value
+    if type(value) is float and aval.py is float and loc is not None:
         node = new_node(adjoint, (ref,), {}, PY_NUMBER_AVALS[float], loc, name, trace.role,
                         origin)
         trace.nodes.append(node)
-        trace.values[node] = g._value
-        return new_tracer(trace, _new_ref(Ref, (node, 0)), g._value)
+        trace.values[node] = value
+        g = _new_tracer(Tracer)  # new_tracer(trace, node.out, value) written out
+        g._trace, g.ref, g._value = trace, _new_ref(Ref, (node, 0)), value
+        return g
     saved = swap_loc(loc, origin)
     try:
         g = adjoint(g)
