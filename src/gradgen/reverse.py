@@ -24,16 +24,18 @@ def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
     active = {n for n in wrt if n.aval.is_float}
     for node in graph.nodes:  # plain loops: this runs per node of the forward
         op = node.op
-        if op.nondiff or op.vjp is None or node in active:
+        if op.nondiff or op.vjp is None:  # (an input has no rule: a wrt one stays active)
             continue
         for r in node.inputs:
             if r.node in active:
-                for aval in node.avals:
-                    if aval.dtype.kind == "f":
-                        active.add(node)
-                        break
+                avals = node.avals
+                if avals is _FLOAT or any(aval.dtype.kind == "f" for aval in avals):
+                    active.add(node)
                 break
     return active
+
+
+_FLOAT = PY_NUMBER_AVALS[float]  # the avals of most nodes of scalar code
 
 
 def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set[Node]:
@@ -60,7 +62,6 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     wrt_nodes = [graph.inputs[i] for i in wrt]
     active = active_nodes(graph, wrt_nodes)
     needed = needed_nodes(graph, active, out_refs)
-    function_calls = function_groups(graph)
     done: set[Node] = set()
     adjoints: dict[Node, Ref] = {}
 
@@ -70,7 +71,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.values = dict(values)
     trace.lazy = True  # the backward is built on shapes: the emitted code computes it
     trace.shared = Shared(graph.nodes)
-    trace.share_constants(graph.nodes)
+    trace.share_constants(trace.shared.constants)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     read: dict[Node, object] = {}  # what the rules read, by forward value (_pull_back)
     loop_adjoints: dict[Node, dict[int, object]] = {}
@@ -92,7 +93,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
         saved = site.loc, site.origin
         try:
             _pull_back_all(graph, trace, needed, done, contributions, adjoints,
-                           loop_adjoints, function_calls, read)
+                           loop_adjoints, read)
         finally:
             swap_loc(*saved)
         grads = []
@@ -108,9 +109,10 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
 
 
 def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
-                   function_calls, read) -> None:
+                   read) -> None:
     """Every needed node's adjoint, last node first: combined from its contributions, then
     pulled back to its inputs by its rules (loops and gradgen.Functions by theirs)."""
+    function_calls = None
     for node in reversed(graph.nodes):
         if node not in needed:
             continue
@@ -129,6 +131,8 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
                                contributions, reverse)
             continue
         if name == "function_output":
+            if function_calls is None:  # (made when a graph has a Function: most have none)
+                function_calls = function_groups(graph)
             siblings = function_calls[node.attrs["call"], node.inputs[1:]]
             done.update(siblings)
             gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]

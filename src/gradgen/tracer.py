@@ -353,25 +353,31 @@ def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
     # Python numbers only, traced in one trace? (scalar code, and every backward of it)
     trace = None
-    values, refs = [], []
     numbers = 0  # constant operands, made nodes once the trace is known
-    for a in args:
-        if type(a) is Tracer:
-            if trace is None:
-                trace = a._trace
-            elif a._trace is not trace:
+    if len(args) == 2 and type(a := args[0]) is Tracer and type(b := args[1]) is Tracer and (
+            a._trace is b._trace and type(a._value) in _PY_AVALS
+            and type(b._value) in _PY_AVALS):  # (the common case, without the loop)
+        trace = a._trace
+        values, refs = [a._value, b._value], [a.ref, b.ref]
+    else:
+        values, refs = [], []
+        for a in args:
+            if type(a) is Tracer:
+                if trace is None:
+                    trace = a._trace
+                elif a._trace is not trace:
+                    return _bind_general(op, args, attrs)
+                value = a._value
+                if type(value) not in _PY_AVALS:
+                    return _bind_general(op, args, attrs)
+                values.append(value)
+                refs.append(a.ref)
+            elif type(a) in _PY_AVALS:
+                values.append(a)
+                refs.append(None)
+                numbers += 1
+            else:
                 return _bind_general(op, args, attrs)
-            value = a._value
-            if type(value) not in _PY_AVALS:
-                return _bind_general(op, args, attrs)
-            values.append(value)
-            refs.append(a.ref)
-        elif type(a) in _PY_AVALS:
-            values.append(a)
-            refs.append(None)
-            numbers += 1
-        else:
-            return _bind_general(op, args, attrs)
     if trace is None:
         return op.impl(*args, **attrs)
     constant = bool(trace.constant)  # (no node is constant in most traces: the set is empty)
