@@ -214,7 +214,9 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             if i in deferred:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
-                site.origin = origins[k]  # (swap_loc's, for the one field that changes)
+                # (swap_loc's, for the one field that changes; rule_origin past the rows a
+                # table lists: a row may hand one rule to any number of inputs)
+                site.origin = origins[k] if k < len(origins) else rule_origin(op, k)
                 if attrs:
                     c = rule(g, ans, *ins, **attrs)
                 elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
@@ -309,32 +311,30 @@ def _combine(entries, node: Node):
     ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
     if not entries:
         return None
-    if len(entries) > 1:
-        for e in entries:
-            if type(e[1]) is _Deferred:
-                entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
-                           for e in entries]
-                break
-        entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
-    elif type(entries[0][1]) is _Deferred:
-        entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
-    key, first, user, index = entries[0]
-    if len(entries) == 1:
+    if len(entries) == 1:  # (most values: one use, nothing to add up)
+        key, first, user, index = entries[0]
+        if type(first) is _Deferred:
+            first = first.build()
         if key < 0 or type(first) is not Tracer:
             return first  # the seed, or a constant: nothing to add up, to name or to place
         _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
         if not node.name:
             return first
-    # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
-    origin = rule_origin(user.op, index) if len(entries) == 1 and user.role != "bwd" else None
+        # named grad_<name>, it keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
+        origin = rule_origin(user.op, index) if user.role != "bwd" else None
+        loc = first.ref.node.loc if user.op.name == "function_output" else user.loc
+        return _named(first, f"grad_{node.name}", loc, origin)
+    for e in entries:
+        if type(e[1]) is _Deferred:
+            entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
+                       for e in entries]
+            break
+    entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
+    first, user = entries[0][1:3]
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    if key < 0:
-        origin = None
-    if len(entries) == 1:  # a named contribution: grad_<name> (node.name, checked above)
-        return _named(first, f"grad_{node.name}", loc, origin)
-    saved = swap_loc(loc, origin)
+    saved = swap_loc(loc, None)
     try:
         terms, uses = [], []
         for e in entries:
@@ -346,7 +346,7 @@ def _combine(entries, node: Node):
         if isinstance(g, Tracer):
             _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
             if node.name:
-                g = _named(g, f"grad_{node.name}", loc, origin)
+                g = _named(g, f"grad_{node.name}", loc, None)
     finally:
         swap_loc(*saved)
     return g

@@ -380,8 +380,8 @@ def bind(op, args, attrs) -> object:
                 return _bind_general(op, args, attrs)
     if trace is None:
         return op.impl(*args, **attrs)
-    constant = bool(trace.constant)  # (no node is constant in most traces: the set is empty)
-    if constant:
+    constant = False
+    if trace.constant:  # (no node is constant in most traces: the set is empty)
         constant = all(ref is None or ref.node in trace.constant for ref in refs)
     # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
     # number, and a derivative that does not exist there is reported where it is made)
