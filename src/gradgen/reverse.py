@@ -214,9 +214,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             if i in deferred:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
-                # (swap_loc's, for the one field that changes; rule_origin past the rows a
-                # table lists: a row may hand one rule to any number of inputs)
-                site.origin = origins[k] if k < len(origins) else rule_origin(op, k)
+                site.origin = origins[k]  # (swap_loc's, for the one field that changes)
                 if attrs:
                     c = rule(g, ans, *ins, **attrs)
                 elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
@@ -246,24 +244,41 @@ def _rule_layout(op) -> tuple:
     if layout is None:
         extra = op.extra
         layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
-                                 extra.get("deferred_vjp", ()),
-                                 tuple(rule_origin(op, k) for k in range(len(op.vjp))))
+                                 extra.get("deferred_vjp", ()), _origins_of(op))
     return layout
+
+
+class _Origins(dict):
+    """``(op, k)`` by input index ``k``: the origin of the nodes that op's k-th rule records,
+    one tuple per rule, made when first asked for. Every backward node keeps its origin: a
+    tuple made per node would be one more object per node for the cyclic GC to walk once a
+    build ends. (By index, not by the rows a table lists: a row may hand one rule to any
+    number of inputs, as concatenate's does.)"""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def __missing__(self, k: int) -> tuple:
+        origin = self[k] = (self.op, k)
+        return origin
 
 
 _ORIGINS: dict = {}
 
 
+def _origins_of(op) -> _Origins:
+    origins = _ORIGINS.get(op)
+    if origins is None:
+        origins = _ORIGINS[op] = _Origins(op)
+    return origins
+
+
 def rule_origin(op, k: int) -> tuple:
-    """``(op, k)``, the origin of the nodes that ``op``'s k-th rule records, as one tuple per
-    rule: every backward node keeps its origin, and a tuple made per node would be one more
-    object per node for the cyclic GC to walk once a build ends."""
-    made = _ORIGINS.get(op)
-    if made is None:
-        made = _ORIGINS[op] = []
-    while len(made) <= k:
-        made.append((op, len(made)))
-    return made[k]
+    """``(op, k)``: where the nodes of op's k-th rule come from, one tuple per rule."""
+    return _origins_of(op)[k]
 
 
 def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
