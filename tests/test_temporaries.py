@@ -56,6 +56,24 @@ def read_twice(x):
     return np.sum(d * e) + np.sum(e**2 * x[1:]) + np.sum(np.sin(e) * x[:-1])
 
 
+def chain(x):
+    s = np.sin(x)
+    e = np.exp(s)
+    u = np.tanh(s * e) + x
+    c = np.cos(u)
+    r = np.sqrt(c * c + 1.0)
+    q = np.log(r) * x
+    a = np.arctan(q) - e
+    w = np.exp(-(a * a)) / r
+    v = np.log1p(w) * u
+    return np.sum(np.square(v))
+
+
+def returned_term(x):
+    d = x[1:] - x[:-1] ** 2
+    return np.sum(np.sin(d) * d)
+
+
 RNG = np.random.default_rng(7)
 CASES = {
     "rosen": (rosen, (RNG.uniform(-1.5, 1.5, 9),)),
@@ -65,6 +83,9 @@ CASES = {
     "upcast": (upcast, (RNG.normal(size=6).astype(np.float32), RNG.normal(size=5))),
     "returned_slice": (returned_slice, (RNG.normal(size=7),)),
     "read_twice": (read_twice, (RNG.normal(size=7),)),
+    "chain": (chain, (RNG.uniform(-1.0, 1.0, 8),)),
+    "chain_f32": (chain, (RNG.uniform(-1.0, 1.0, 8).astype(np.float32),)),
+    "returned_term": (returned_term, (RNG.normal(size=7),)),
 }
 
 
@@ -118,6 +139,14 @@ def test_rosenbrock_reuses_its_dead_temporary():
 def test_a_renamed_product_is_reused():
     source, _ = emitted(rows, CASES["rows"][1])
     assert "grad_d *= 2.0" in source and "grad_A[:-1, :] -= grad_d\n" in source, source
+
+
+def test_without_writes_a_term_of_a_fused_sum_is_reused():
+    # no buffer here: grad_c's only reader is a term of grad_u's fused sum, grad_c * sin(u)
+    source, _ = emitted(chain, CASES["chain"][1])
+    grad = source.split("def chain_value_and_grad")[0]
+    assert "    grad_c *= np.sin(u)\n" in grad, grad
+    assert "grad_u = grad_v * log1p_w - grad_c\n" in grad, grad
 
 
 def test_a_broadcast_up_is_a_new_array():

@@ -169,8 +169,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # are where a value's last reader comes after its copy), never where the finite checks
     # read adjoints at a group's end, nor in a loop body run once per trip.
     temps = (_Temporaries(graph, outputs, graph.meta.get("values") or {})
-             if in_place and target == "numpy" and not spec.check_finite and not spec.body_only
+             if target == "numpy" and not spec.check_finite and not spec.body_only
              else None)
+    if temps is not None and not temps.readers:
+        temps = None  # no backward array: scalar code, most of it
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
     preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
@@ -249,7 +251,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                         or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
                         and node not in renamed)
         if not is_statement:
-            update = temps.update(node, args, names, renamed) if temps is not None else None
+            update = temps.update(node, args, names, exprs, renamed) if temps is not None else None
             if update is not None:  # g *= a: the value is left in a dead temporary's array
                 line, expr = update
                 size = 1
@@ -492,8 +494,13 @@ class _Temporaries:
                 self.readers[node] = []
         disowned = set()  # read as an array that lives on: a view, a rename, a write's base
         renames = {}  # grad_d = <a product>: the rename owns the array its only reader made
+        # the reader of each value (of an inlined value, the only one): where it is read
+        self.reader: dict[Node, Node] = {}
+        if not self.readers:
+            return
         for node in graph.nodes:
             for slot, ref in enumerate(node.inputs):
+                self.reader[ref.node] = node
                 readers = self.readers.get(ref.node)
                 if readers is None:
                     continue
@@ -510,7 +517,7 @@ class _Temporaries:
         for node in disowned:
             del self.readers[node]
 
-    def update(self, node: Node, args, names: dict[Node, str], renamed):
+    def update(self, node: Node, args, names: dict[Node, str], exprs, renamed):
         """For an inlined ``node``: (the in-place statement or None, its expression), when
         its value is left in a dead temporary's array; None otherwise (and for a value only
         renamed after: ``grad_y = grad_x`` would hide what the update made)."""
@@ -518,7 +525,7 @@ class _Temporaries:
         if op != "neg" and op not in _UPDATES or node in renamed:
             return None
         for slot, ref in enumerate(node.inputs):
-            held = self.carried.get(ref.node) or self._dead(ref.node, node, names)
+            held = self.carried.get(ref.node) or self._dead(ref.node, node, names, exprs)
             if held is not None:
                 break
         else:
@@ -537,15 +544,18 @@ class _Temporaries:
         self.carried[node] = (temp, negated)
         return f"{name} {symbol} {args[1 - slot].text}", self._value(name, negated)
 
-    def _dead(self, value: Node, reader: Node, names: dict[Node, str]):
+    def _dead(self, value: Node, reader: Node, names: dict[Node, str], exprs):
         readers = self.readers.get(value)
         if readers is None or value not in names or readers.count(reader) != 1:
             return None
-        # every other reader is a statement written already (an inlined one would read the
-        # array where its statement runs, later)
-        if all(r is reader or r in names for r in readers):
-            return value, False
-        return None
+        for other in readers:
+            # read where its statement runs: its own, or that of the expression it is inlined
+            # into; that statement must be written already
+            while other is not reader and other not in names:
+                if other not in exprs:
+                    return None  # not written yet: it reads the array later
+                other = self.reader.get(other)  # (an inlined value is read once)
+        return value, False
 
     @staticmethod
     def _value(name: str, negated: bool) -> Expr:
