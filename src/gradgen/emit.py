@@ -484,20 +484,26 @@ class _Temporaries:
     def __init__(self, graph: Graph, outputs, values):
         self.carried: dict[Node, tuple[Node, bool]] = {}  # value -> (its array, negated)
         self.readers: dict[Node, list[Node]] = {}  # per temporary: every node reading it
+        # the reader of each value (of an inlined value, the only one): where it is read
+        self.reader: dict[Node, Node] = {}
+        # The distinct avals first, in C: scalar code shares a few, none of them an array
+        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
+        if not any(aval.py is None and aval.shape != ()
+                   for aval in dict(zip(map(id, avals), avals)).values()):
+            return
         for node in graph.nodes:
             if node.op.name not in _MADE or len(node.avals) != 1:
                 continue
             aval = node.avals[0]
             if (node.role == "bwd" and aval.py is None and aval.shape != ()
-                    and node not in outputs and isinstance(shaped_value(values, node.out), np.ndarray)
+                    and node not in outputs
+                    and isinstance(shaped_value(values, node.out), np.ndarray)
                     and not made_as_view(values, node.out)):
                 self.readers[node] = []
-        disowned = set()  # read as an array that lives on: a view, a rename, a write's base
-        renames = {}  # grad_d = <a product>: the rename owns the array its only reader made
-        # the reader of each value (of an inlined value, the only one): where it is read
-        self.reader: dict[Node, Node] = {}
         if not self.readers:
             return
+        disowned = set()  # read as an array that lives on: a view, a rename, a write's base
+        renames = {}  # grad_d = <a product>: the rename owns the array its only reader made
         for node in graph.nodes:
             for slot, ref in enumerate(node.inputs):
                 self.reader[ref.node] = node
