@@ -26,6 +26,7 @@ from gradgen.optimize import (
     slice_updates,
     stack_outer_products,
 )
+from gradgen.peephole import NO_DUPLICATES, UNIQUE, node_key
 from gradgen.pytree import LEAF, TreeDef
 from gradgen.reverse import reverse
 from gradgen.tracing import trace_function
@@ -203,6 +204,69 @@ def test_the_scalar_backward_is_built_with_nothing_left_for_cse_and_fold():
         set(n.inputs)) < len(n.inputs)]
     expected = [shared_backward(0.7, 1.3)]
     _assert_identical(_run(joint, (0.7, 1.3))[:1], expected)
+
+
+def _cse_keys(graph: Graph) -> list:
+    return [node_key(n.op.name, n.inputs, n.attrs) for n in graph.nodes
+            if n.op.name not in UNIQUE]
+
+
+def unrolled(x, y):
+    for k in range(6):  # each step's backward reads the same few numbers
+        x = math.cos(x) * y - math.sin(y) / (x + 2.0)
+        y = math.tanh(y) + 0.5 * x * x
+    return x * y
+
+
+@pytest.mark.parametrize("fn, args, wrt", [(shared_backward, (0.7, 1.3), [0, 1]),
+                                           (unrolled, (0.3, 0.8), [0, 1]), *CORPUS],
+                         ids=["shared_backward", "unrolled", *IDS])
+def test_reverse_marks_the_graphs_it_proves_free_of_duplicates(fn, args, wrt):
+    """reverse marks a joint graph in which no two nodes have one cse key (every node made
+    through Shared's table), and only such a graph: a forward duplicate (``duplicates``
+    computes sin twice) leaves it unmarked. cse then skips its keys; on a copy of the graph
+    with one node twice the mark no longer applies, and cse merges the two."""
+    joint = _joint(fn, args, wrt)
+    marked = joint.meta.get(NO_DUPLICATES) == joint.nodes
+    keys = _cse_keys(joint)
+    if marked:
+        assert len(set(keys)) == len(keys)
+    if fn in (shared_backward, unrolled):
+        assert marked, fn.__name__
+    if fn is duplicates:
+        assert not marked
+    if not marked:
+        return
+    assert not importlib.import_module("gradgen.optimize.scan").scan(joint).duplicates
+    assert not cse(joint)[1]
+    sin = next(n for n in joint.nodes if n.op.name in ("sin", "cos", "mul"))
+    twin = Node(sin.op, sin.inputs, dict(sin.attrs), sin.avals, sin.loc, None, sin.role)
+    at = joint.nodes.index(sin) + 1
+    joint.meta["values"][twin] = joint.meta["values"][sin]
+    doubled = joint.with_nodes([*joint.nodes[:at], twin, *joint.nodes[at:]], joint.outputs)
+    assert doubled.meta.get(NO_DUPLICATES) is not None  # copied along, for other nodes
+    merged, changed = cse(doubled)
+    assert changed and twin not in merged.nodes
+
+
+@pytest.mark.parametrize("fn, args, wrt", [(shared_backward, (0.7, 1.3), [0, 1]),
+                                           (unrolled, (0.3, 0.8), [0, 1]), *CORPUS],
+                         ids=["shared_backward", "unrolled", *IDS])
+def test_the_mark_changes_no_emitted_text(fn, args, wrt, monkeypatch):
+    """The module built with reverse's mark is the one built without it, byte for byte."""
+    argnums = tuple(wrt)
+    with_mark = gradgen.grad(fn, argnums=argnums)
+    with_mark(*args)
+
+    def unmarked(*a, **k):
+        joint = reverse(*a, **k)
+        joint.meta.pop(NO_DUPLICATES, None)
+        return joint
+
+    monkeypatch.setattr(importlib.import_module("gradgen.build"), "reverse", unmarked)
+    without = gradgen.grad(fn, argnums=argnums)
+    without(*args)
+    assert with_mark.source == without.source
 
 
 # --- what each pass is for -------------------------------------------------------------------
@@ -619,7 +683,7 @@ def test_a_built_function_keeps_no_pass_counts_and_shares_scalar_avals():
     graphs = [built.forward, built.joint, *(spec.graph for spec in built.specs)]
     assert df(1.5, 2.0) == gradgen.grad(identities_everywhere, argnums=(0, 1))(1.5, 2.0)
     for graph in graphs:
-        assert not {"dce.reads", "optimize.scan", "adjoints"} & set(graph.meta)
+        assert not {"dce.reads", "optimize.scan", "adjoints", NO_DUPLICATES} & set(graph.meta)
     scalar = [n for g in graphs for n in g.nodes if len(n.avals) == 1 and n.aval.py is float]
     assert len(scalar) > 20
     assert len({id(n.avals) for n in scalar}) == 1

@@ -3,12 +3,19 @@ equal to one already in the graph (CSE), or to one of its own inputs (``x ** 1``
 
 from __future__ import annotations
 
+import operator
+from collections import Counter
+
 import numpy as np
 
 from .ir import Node, Ref, _new_ref
 
 # Never merged: inputs, the seed, guards (side effects) and adjoints (each carries a name).
 UNIQUE = {"input", "seed", "guard", "adjoint"}
+# graph.meta key: the nodes of a graph in which no two nodes have one cse key, as reverse
+# proved it (Shared.no_duplicates). Valid only while the graph's nodes are exactly these: a
+# pass that rewrites nodes makes a new list, and the mark no longer applies to it.
+NO_DUPLICATES = "peephole.no_duplicates"
 
 
 def hashable(value):
@@ -194,6 +201,24 @@ class Shared:
         key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (_new_ref(Ref, (node, 0)) if node is not None else None), key
+
+
+    def no_duplicates(self, nodes: list[Node], constants) -> bool:
+        """Has no node of ``nodes`` (the joint graph) the cse key of another? Every node but
+        the UNIQUE ones and the constants is recorded in ``known`` when it is made (reverse
+        mode looks each up there first), one node per key: so when there are as many of them
+        as entries in ``known``, none was made beside the table (a forward duplicate, a view,
+        an op of several outputs). ``constants`` are the constant nodes the trace handed
+        out, one per number (Trace.const): when the graph has no others, their keys are
+        compared (a few: the numbers of the rules). Counted in C: this runs once per graph."""
+        names = Counter(map(_OP_NAME, nodes))
+        n_const = names["const"]
+        others = len(nodes) - n_const - sum(names[name] for name in UNIQUE)
+        return (others == len(self.known) and n_const == len(constants) and n_const == len(
+            {node_key("const", (), node.attrs) for node in constants}))
+
+
+_OP_NAME = operator.attrgetter("op.name")
 
 
 # What find may do for an op, read once per op: nothing (never merged), merge equal nodes,

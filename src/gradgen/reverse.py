@@ -15,7 +15,7 @@ from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
-from .peephole import Shared
+from .peephole import NO_DUPLICATES, Shared
 from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
@@ -105,6 +105,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
                 grads.append(_as_tracer(trace, g) if g is not None else _zeros(trace, inp))
     joint = trace.graph(out_refs + [g.ref for g in grads])
     joint.meta = dict(graph.meta, values=trace.values, wrt=list(wrt), adjoints=adjoints)
+    # Shared kept the backward free of duplicates: when it can say so of the whole graph,
+    # cse need not look for one (optimize/scan.py). Trace.const hands out one node per
+    # scalar number: those of its table are the constants to compare.
+    joint.meta.pop(NO_DUPLICATES, None)  # (the forward's, if it had one: other nodes)
+    if trace.shared.no_duplicates(joint.nodes, {ref.node for ref in trace._consts.values()}):
+        joint.meta[NO_DUPLICATES] = list(joint.nodes)
     return joint
 
 

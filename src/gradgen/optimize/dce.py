@@ -7,6 +7,7 @@ import operator
 from collections import Counter
 
 from ..ir import Graph, Node
+from ..peephole import NO_DUPLICATES
 
 _REF_NODE = operator.itemgetter(0)  # Ref.node, read in C without the property
 _NODE_INPUTS = operator.attrgetter("inputs")
@@ -51,6 +52,8 @@ def dce(graph: Graph) -> tuple[Graph, bool]:
     kept = list(itertools.filterfalse(dead.__contains__, nodes))
     pruned = graph.with_nodes(kept, graph.outputs)
     pruned.meta[_READS] = (list(kept), reads, kept_unread)
+    if graph.meta.get(NO_DUPLICATES) == nodes:  # nodes taken away make no two alike
+        pruned.meta[NO_DUPLICATES] = list(kept)
     return pruned, True
 
 

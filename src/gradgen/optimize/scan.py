@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import PY_NUMBER_AVALS, Graph, Node
-from ..peephole import UNIQUE, is_number, node_key
+from ..peephole import NO_DUPLICATES, UNIQUE, is_number, node_key
 
 # fold: not folded (side effects, names, the visible seed)
 KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
@@ -53,11 +53,14 @@ def scan(graph: Graph) -> Scan:
     foldable: set[Node] | None = set()
     names: list[str] = []
     nested_sums = False
+    # no cse keys where reverse proved there is no duplicate among these very nodes
+    proven = graph.meta.get(NO_DUPLICATES)
+    keys_wanted = proven is None or proven != nodes
     for node in nodes:
         name = node.op.name
         names.append(name)
         ins = node.inputs
-        if name not in UNIQUE:
+        if keys_wanted and name not in UNIQUE:
             if node.attrs:
                 keyed.append(node_key(name, ins, node.attrs))
             else:
@@ -91,16 +94,17 @@ def scan(graph: Graph) -> Scan:
                 foldable.add(node)
         elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
             foldable.add(node)
-    duplicates = len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed)
+    duplicates = keys_wanted and (len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed))
     found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
     graph.meta[_SCAN] = found
     return found
 
 
 def forget_scan(graph: Graph) -> Graph:
-    """``graph`` without its Scan, once the passes are done with it (what they found is of
-    no use later, and it holds a list of every node)."""
+    """``graph`` without its Scan and reverse's mark, once the passes are done with them
+    (what they say is of no use later, and each holds a list of every node)."""
     graph.meta.pop(_SCAN, None)
+    graph.meta.pop(NO_DUPLICATES, None)
     return graph
 
 
