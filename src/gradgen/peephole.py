@@ -3,9 +3,6 @@ equal to one already in the graph (CSE), or to one of its own inputs (``x ** 1``
 
 from __future__ import annotations
 
-import operator
-from collections import Counter
-
 import numpy as np
 
 from .ir import Node, Ref, _new_ref
@@ -167,21 +164,50 @@ class Shared:
     (for an array one may hand the caller an alias of an argument, which only fold can tell
     once the outputs are known); views, and arrays built on shapes, are left to cse."""
 
-    __slots__ = ("constants", "known")
+    __slots__ = ("constants", "known", "n_forward")
 
     def __init__(self, nodes):
         self.known: dict[tuple, Node] = {}
         # the graph's constants, seen on the way (the trace shares its scalar ones)
         self.constants: list[Node] = []
+        # how many entries of ``known`` are the graph's; None when some node of the graph is
+        # not one of them (a duplicate, an op of several outputs): no_duplicates
+        self.n_forward: int | None = 0
         setdefault = self.known.setdefault
+        clean = True
         for node in nodes:  # (node_key, written out for the common case: this runs per node)
             name = node.op.name
-            if name not in _NOT_SHARED and node.op.n_out == 1:
+            if name not in _NOT_SHARED:
+                if node.op.n_out != 1:
+                    clean = False
+                    continue
                 attrs = node.attrs
-                setdefault((name, node.inputs) if not attrs else node_key(name, node.inputs,
-                                                                          attrs), node)
+                if setdefault((name, node.inputs) if not attrs else node_key(
+                        name, node.inputs, attrs), node) is not node:
+                    clean = False
             elif name == "const":
                 self.constants.append(node)
+        self.n_forward = len(self.known) if clean else None
+
+    def no_duplicates(self, backward_ops: list, unkeyed: tuple, const, constants) -> bool:
+        """Has no node of the graph extended (the joint graph) the cse key of another?
+        Every node of the graph but the ``unkeyed`` ops (UNIQUE) and the constants is in
+        ``known``, one per key, when ``n_forward`` is set; reverse mode records each node it
+        makes there too, after looking it up: so when the ops of the nodes it made,
+        ``backward_ops``, other than those, are as many as the entries it added, none was
+        made beside the table (a view, an op of several outputs). ``constants`` are the
+        constant nodes the trace hands out, one per number (Trace.const): when the graph has
+        no other constant, their keys are compared (a few: the numbers of the rules)."""
+        if self.n_forward is None:
+            return False
+        n_const = backward_ops.count(const)
+        made = len(backward_ops) - n_const - sum(map(backward_ops.count, unkeyed))
+        return (made == len(self.known) - self.n_forward
+                and len(self.constants) + n_const == len(constants)
+                and len({node_key("const", (), node.attrs) for node in constants})
+                == len(constants))
+
+
 
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to
@@ -201,24 +227,6 @@ class Shared:
         key = (op.name, inputs) if not attrs else node_key(op.name, inputs, attrs)
         node = self.known.get(key)
         return (_new_ref(Ref, (node, 0)) if node is not None else None), key
-
-
-    def no_duplicates(self, nodes: list[Node], constants) -> bool:
-        """Has no node of ``nodes`` (the joint graph) the cse key of another? Every node but
-        the UNIQUE ones and the constants is recorded in ``known`` when it is made (reverse
-        mode looks each up there first), one node per key: so when there are as many of them
-        as entries in ``known``, none was made beside the table (a forward duplicate, a view,
-        an op of several outputs). ``constants`` are the constant nodes the trace handed
-        out, one per number (Trace.const): when the graph has no others, their keys are
-        compared (a few: the numbers of the rules). Counted in C: this runs once per graph."""
-        names = Counter(map(_OP_NAME, nodes))
-        n_const = names["const"]
-        others = len(nodes) - n_const - sum(names[name] for name in UNIQUE)
-        return (others == len(self.known) and n_const == len(constants) and n_const == len(
-            {node_key("const", (), node.attrs) for node in constants}))
-
-
-_OP_NAME = operator.attrgetter("op.name")
 
 
 # What find may do for an op, read once per op: nothing (never merged), merge equal nodes,

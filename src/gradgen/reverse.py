@@ -15,7 +15,7 @@ from .loops.region import pull_back_loop
 from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
-from .peephole import NO_DUPLICATES, Shared
+from .peephole import NO_DUPLICATES, UNIQUE, Shared
 from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
@@ -109,7 +109,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     # cse need not look for one (optimize/scan.py). Trace.const hands out one node per
     # scalar number: those of its table are the constants to compare.
     joint.meta.pop(NO_DUPLICATES, None)  # (the forward's, if it had one: other nodes)
-    if trace.shared.no_duplicates(joint.nodes, {ref.node for ref in trace._consts.values()}):
+    if trace.shared.no_duplicates(list(map(_OP, joint.nodes[len(graph.nodes):])), _UNKEYED,
+                                  _CONST, {ref.node for ref in trace._consts.values()}):
         joint.meta[NO_DUPLICATES] = list(joint.nodes)
     return joint
 
@@ -238,6 +239,8 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
 
 
 _CONST = OPS["const"]
+_OP = operator.attrgetter("op")
+_UNKEYED = tuple(OPS[name] for name in sorted(UNIQUE))  # (list.count compares by identity)
 _LAYOUTS: dict = {}
 
 
