@@ -19,7 +19,7 @@ from .loops.emit import RegionWriter
 from .naming import Held, Namer, base_name, index_writes
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
-from .ops.registry import PREC_ADD, Expr, string_literal
+from .ops.registry import PREC_ADD, Expr, new_expr, string_literal
 from .optimize.pieces import concat_pieces
 from .pytree import format_structure
 
@@ -28,6 +28,7 @@ INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
 _NODE_OP, _ORIGIN, _AVALS = attrgetter("op"), attrgetter("origin"), attrgetter("avals")
+_NOTHING = Expr("")  # what a statement with no value (a[i] = v) prints
 _IMPORT_RE = {"math": ("math.", re.compile(r"\bmath\.")), "numpy": ("np.", re.compile(r"\bnp\."))}
 
 
@@ -168,6 +169,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     check_finite = spec.check_finite
     preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
+    rows_as_written = scope.rows_as_written  # NumPy: each row's printer, called directly
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
@@ -188,16 +190,21 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue
         # The operands' texts, and what they carry into this expression: their inlined size,
         # and the lines a fused sum gathers from (rules and Functions below, when there are)
+        # An inlined operand has this node as its only reader: its expression is handed over
+        # (popped), so the tables hold only what is still to be read, not one Expr per node.
+        # (A plain loop: for one or two operands, map and list cost more than they save.)
         args = []
         size, note, applied = 1, (), ()
         for ref in node.inputs:
             operand = ref.node
-            args.append(exprs[operand])
-            carried = inlined.get(operand)
-            if carried is not None:
-                size += carried
-                if notes and operand in notes:
-                    note += notes[operand]
+            carried = inlined.pop(operand, None)
+            if carried is None:
+                args.append(exprs[operand])
+                continue
+            args.append(exprs.pop(operand))
+            size += carried
+            if notes and operand in notes:
+                note += notes.pop(operand)
         if row in special_ops:
             if row.extra.get("region"):
                 lines, loop_guards = regions.write(node, args, position)
@@ -224,7 +231,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             code_parts.append(test)
             continue
         write = row in write_ops  # a[i] = v: printed as an assignment
-        expr = Expr("") if write else print_expr(node, args)
+        expr = (_NOTHING if write else row.printer(node, args) if rows_as_written
+                else print_expr(node, args))
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
         if annotate:
@@ -275,7 +283,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 node.name or base_name(node, names, output_name, writes, held))
             statement = f"{name} = {expr.text}"
         names[node] = name
-        exprs[node] = Expr(name)
+        exprs[node] = new_expr(name)
         if check_finite and node.role == "bwd" and op != "seed":
             finite.step(node, name, body, code_parts)
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
