@@ -124,11 +124,12 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # and skip the scan each of those needs.
     ops = set(map(_NODE_OP, graph.nodes))
     op_names = {op.name for op in ops}
-    # The ops the loop below treats apart: per node, a set lookup instead of a comparison
-    # per case (nearly every node is none of them).
+    # The ops the loop below treats apart: per node, one set lookup says whether it is one of
+    # them (nearly every node is not: an op printed as an expression).
     leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
-    special_ops = {op for op in ops if op.name in ("adjoint", "guard") or op.extra.get("region")}
     write_ops = {op for op in ops if op.extra.get("statement")}
+    special_ops = leaf_ops | write_ops | {op for op in ops if op.name in ("adjoint", "guard")
+                                          or op.extra.get("region")}
     has_writes = bool(write_ops)
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = ({n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
@@ -170,12 +171,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
     rows_as_written = scope.rows_as_written  # NumPy: each row's printer, called directly
+    applied = ()  # (per node only when rules are annotated)
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
         row = node.op
         op = row.name
-        if row in leaf_ops:
+        special = row in special_ops
+        if special and row in leaf_ops:
             if op == "input":
                 exprs[node] = Expr(names[node])
             elif op == "const":
@@ -183,18 +186,19 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             else:  # loop_out, one result of a loop: the variable the loop left it in
                 exprs[node] = Expr(regions.result(node))
             continue
-        alias = regions.alias(node) if aliases else None
-        if alias is not None:  # grad_W = grad_W: the loop's accumulator already has the name
-            names[node] = alias
-            exprs[node] = Expr(alias)
-            continue
+        if aliases:
+            alias = regions.alias(node)
+            if alias is not None:  # grad_W = grad_W: the loop's accumulator has the name
+                names[node] = alias
+                exprs[node] = Expr(alias)
+                continue
         # The operands' texts, and what they carry into this expression: their inlined size,
         # and the lines a fused sum gathers from (rules and Functions below, when there are)
         # An inlined operand has this node as its only reader: its expression is handed over
         # (popped), so the tables hold only what is still to be read, not one Expr per node.
         # (A plain loop: for one or two operands, map and list cost more than they save.)
         args = []
-        size, note, applied = 1, (), ()
+        size, note = 1, ()
         for ref in node.inputs:
             operand = ref.node
             carried = inlined.pop(operand, None)
@@ -205,7 +209,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             size += carried
             if notes and operand in notes:
                 note += notes.pop(operand)
-        if row in special_ops:
+        write = special and row in write_ops  # a[i] = v: printed as an assignment
+        if special and not write:
             if row.extra.get("region"):
                 lines, loop_guards = regions.write(node, args, position)
                 body.extend(lines)
@@ -217,25 +222,25 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 names[node] = node.name  # a buffer already built under the adjoint's name
                 exprs[node] = args[0]
                 continue
-        if op == "guard":
-            written = _condition_as_written(node) or args[0].text
-            cond = scope.truth(args[0], node, written)
-            expect = node.attrs["expect"]
-            test = f"not {cond.at(5)}" if expect else cond.text
-            described = f"`{written}` is {expect}"
-            message = f"{node.loc}: traced where {described}" if node.loc else (
-                f"traced where {described}")
-            guards.append((f"{written} ({node.loc})" if node.loc else written, expect))
-            body.append(layout.statement(f"if {test}:", depth))
-            body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
-            code_parts.append(test)
-            continue
-        write = row in write_ops  # a[i] = v: printed as an assignment
+            if op == "guard":
+                written = _condition_as_written(node) or args[0].text
+                cond = scope.truth(args[0], node, written)
+                expect = node.attrs["expect"]
+                test = f"not {cond.at(5)}" if expect else cond.text
+                described = f"`{written}` is {expect}"
+                message = f"{node.loc}: traced where {described}" if node.loc else (
+                    f"traced where {described}")
+                guards.append((f"{written} ({node.loc})" if node.loc else written, expect))
+                body.append(layout.statement(f"if {test}:", depth))
+                body.extend(raise_lines("GuardFailure", message, indent=4 * depth + 4))
+                code_parts.append(test)
+                continue
         expr = (_NOTHING if write else row.printer(node, args) if rows_as_written
                 else print_expr(node, args))
         if op == "add_n" and node.attrs.get("uses"):
             note = note + tuple(node.attrs["uses"])
         if annotate:
+            applied = ()
             for ref in node.inputs:
                 applied += rules.get(ref.node, ())
             applied += _rule_of(node)
@@ -312,8 +317,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement += f"  # {node.loc.short}"
         if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
-        for line in prelude.split("\n") if prelude else ():  # a copy, a view bound
-            body.append(layout.lay_out(line, depth))
+        if prelude:  # a copy, a view bound
+            body.extend(layout.lay_out(line, depth) for line in prelude.split("\n"))
         if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
             body.append(statement)  # it fits: nearly every statement
         else:  # wrapped as ruff format would; a long fused sum without parsing it
