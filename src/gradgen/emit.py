@@ -201,12 +201,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         size, note = 1, ()
         for ref in node.inputs:
             operand = ref.node
-            carried = inlined.pop(operand, None)
-            if carried is None:
+            if operand not in inlined:  # a name or a literal
                 args.append(exprs[operand])
                 continue
             args.append(exprs.pop(operand))
-            size += carried
+            size += inlined.pop(operand)
             if notes and operand in notes:
                 note += notes.pop(operand)
         write = special and row in write_ops  # a[i] = v: printed as an assignment

@@ -33,13 +33,15 @@ class Namer:
     """Hands out unique names in statement order: ``h``, then ``h_1``, ``h_2`` ..."""
 
     def __init__(self, taken=()):
-        self.taken: set[str] = set(RESERVED) | set(taken)
+        # Python's keywords are taken from the start: ``lambda`` becomes ``lambda_1`` the way
+        # any name in use does, with no keyword test per name
+        self.taken: set[str] = set(RESERVED) | set(keyword.kwlist) | set(taken)
         self.versions: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
         if not (base.isascii() and base.isidentifier()):  # nearly always clean already
             base = _clean(base)
-        if base not in self.taken and not keyword.iskeyword(base):
+        if base not in self.taken:
             self.taken.add(base)
             return base
         n = self.versions.get(base, 0)

@@ -244,7 +244,7 @@ def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
         left = a.text if a.prec >= prec else f"({a.text})"
         right = b.text if b.prec > prec else f"({b.text})"
         if a.neg is None and b.neg is None:  # nearly always: no sign to move
-            return new_expr(left + spaced + right, prec)
+            return new_expr(f"{left}{spaced}{right}", prec)
         backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
             return sum_expr(a, [b.neg])
