@@ -522,8 +522,11 @@ class _Liveness:
         written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
                    if has_writes else set())
         returned = {r.node for r in graph.outputs}
-        # The distinct avals first, in C (scalar code shares a few: nothing is ever large)
-        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
+        # The distinct avals first, in C: the distinct tuples of them, then their avals (the
+        # nodes of scalar code share a few tuples, and nothing in them is ever large)
+        tuples = list(map(_AVALS, graph.nodes))
+        distinct = dict(zip(map(id, tuples), tuples)).values()
+        avals = list(itertools.chain.from_iterable(distinct))
         if not any(aval.py is None and aval.size * aval.dtype.itemsize >= DEL_MIN_BYTES
                    for aval in dict(zip(map(id, avals), avals)).values()):
             return
