@@ -27,7 +27,7 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
-_NODE_OP, _ORIGIN, _AVALS = attrgetter("op"), attrgetter("origin"), attrgetter("avals")
+_AVALS = attrgetter("avals")
 _NOTHING = Expr("")  # what a statement with no value (a[i] = v) prints
 _IMPORT_RE = {"math": ("math.", re.compile(r"\bmath\.")), "numpy": ("np.", re.compile(r"\bnp\."))}
 
@@ -111,18 +111,52 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
     return f"# {target} is used {'' if len(distinct) == 1 else 'by '}{where}: one fused sum"
 
 
+class _Survey:
+    """What the emitter needs to know of a graph before it writes a line, gathered in one
+    pass over the nodes: how often each value is read (``Graph.uses``), the ops, the rules'
+    origins, the user's names, the node of each serial, the distinct avals tuples and the
+    values an adjoint renames (inlined however large they are). On a large graph each pass
+    of its own costs a cache miss per node, and the attrgetter passes in C it replaces cost
+    more per node than this loop's few lines."""
+
+    __slots__ = ("avals", "current", "ops", "origins", "renamed", "user_names", "uses")
+
+    def __init__(self, graph: Graph):
+        uses = dict.fromkeys(graph.nodes, 0)
+        ops, origins, user_names, renamed = set(), set(), set(), set()
+        current, avals = {}, {}
+        for node in graph.nodes:
+            op = node.op
+            ops.add(op)
+            origins.add(node.origin)
+            user_names.add(node.name)
+            current[node.serial] = node
+            avals[id(node.avals)] = node.avals  # (the nodes of scalar code share a few)
+            for ref in node.inputs:
+                uses[ref.node] += 1
+            if op.name == "adjoint":
+                renamed.add(node.inputs[0].node)
+        for ref in graph.outputs:
+            uses[ref.node] += 1
+        user_names.discard(None)
+        self.uses, self.ops, self.origins, self.renamed = uses, ops, origins, renamed
+        self.user_names, self.current = user_names, current
+        self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
+
+
 def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                   target: str = "numpy") -> EmittedFunction:
     if target == "array-api":  # no in-place writes: a buffer's slice updates as one join
         spec = replace(spec, graph=concat_pieces(spec.graph))
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
-    uses = graph.uses()
+    survey = _Survey(graph)
+    uses = survey.uses
     outputs = {r.node for r in graph.outputs}
-    # What the function has, found once in C from its ops and the rules its backward came
-    # from: most have no writes into arrays, slice updates, renames, loops or user Functions,
-    # and skip the scan each of those needs.
-    ops = set(map(_NODE_OP, graph.nodes))
+    # What the function has, found once from its ops and the rules its backward came from:
+    # most have no writes into arrays, slice updates, renames, loops or user Functions, and
+    # skip the scan each of those needs.
+    ops = survey.ops
     op_names = {op.name for op in ops}
     # The ops the loop below treats apart: per node, one set lookup says whether it is one of
     # them (nearly every node is not: an op printed as an expression).
@@ -131,9 +165,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     special_ops = leaf_ops | write_ops | {op for op in ops if op.name in ("adjoint", "guard")
                                           or op.extra.get("region")}
     has_writes = bool(write_ops)
-    # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
-    renamed = ({n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
-               if "adjoint" in op_names else set())
+    renamed = survey.renamed
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
     regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
@@ -152,7 +184,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # What inlined operands carry into a statement is gathered per node; each kind only where
     # the function has it (most have no rule comments, no user Function, no fused note).
     annotate = spec.annotate
-    banners = any(o and hasattr(o[0], "banner") for o in set(map(_ORIGIN, graph.nodes)))
+    banners = any(o and hasattr(o[0], "banner") for o in survey.origins)
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
@@ -160,8 +192,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
-    held = Held(graph.nodes, names, uses, graph.outputs)  # what unnamed values hold, for names
-    liveness = _Liveness(graph, writes, has_writes)
+    # what unnamed values hold, for their names
+    held = Held(graph.nodes, names, uses, graph.outputs, survey.user_names, survey.current)
+    liveness = _Liveness(graph, writes, has_writes, survey.avals)
     views = _SliceViews(graph, uses, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
 
@@ -516,17 +549,18 @@ class _Liveness:
     Views, arguments, buffers written in place and returned values are left alone.
     An inlined expression reads its operands where the statement that holds it runs."""
 
-    def __init__(self, graph: Graph, writes, has_writes: bool = True):
+    def __init__(self, graph: Graph, writes, has_writes: bool = True, avals=None):
         self.readers: dict[Node, int] = {}  # reads still to run, per large named value
         self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
         written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
                    if has_writes else set())
         returned = {r.node for r in graph.outputs}
-        # The distinct avals first, in C: the distinct tuples of them, then their avals (the
-        # nodes of scalar code share a few tuples, and nothing in them is ever large)
-        tuples = list(map(_AVALS, graph.nodes))
-        distinct = dict(zip(map(id, tuples), tuples)).values()
-        avals = list(itertools.chain.from_iterable(distinct))
+        # The distinct avals first (scalar code shares a few: nothing is ever large); the
+        # emitter's survey of the graph has them
+        if avals is None:
+            tuples = list(map(_AVALS, graph.nodes))
+            avals = itertools.chain.from_iterable(dict(zip(map(id, tuples), tuples)).values())
+        avals = list(avals)
         if not any(aval.py is None and aval.size * aval.dtype.itemsize >= DEL_MIN_BYTES
                    for aval in dict(zip(map(id, avals), avals)).values()):
             return

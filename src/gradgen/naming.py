@@ -68,13 +68,17 @@ class Held:
     noted on a node that optimization may since have rebuilt under the same serial)."""
 
     def __init__(self, nodes, names: dict[Node, str], uses: dict[Node, int] | None = None,
-                 outputs=()):
+                 outputs=(), user_names: set[str] | None = None,
+                 current: dict[int, Node] | None = None):
         self.nodes = nodes
         self.names = names
-        # (in C: this runs for every emitted function, the queries below only for a few nodes)
-        self.user_names = set(map(_NAME, nodes))
-        self.user_names.discard(None)
-        self.current = dict(zip(map(_SERIAL, nodes), nodes))
+        # The user's names and the node of each serial, unless the caller has them (the
+        # emitter gathers them in its one pass over the graph)
+        if user_names is None:
+            user_names = set(map(_NAME, nodes))
+            user_names.discard(None)
+        self.user_names = user_names
+        self.current = dict(zip(map(_SERIAL, nodes), nodes)) if current is None else current
         # How often each value is read (``Graph.uses``, which counts the graph's ``outputs``
         # too), when the caller has it; counted when first asked otherwise.
         self._uses, self._outputs = uses, outputs
