@@ -113,18 +113,19 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 class _Survey:
     """What the emitter needs to know of a graph before it writes a line, gathered in one
-    pass over the nodes: how often each value is read (``Graph.uses``), the ops, the rules'
-    origins, the user's names, the node of each serial, the distinct avals tuples and the
-    values an adjoint renames (inlined however large they are). On a large graph each pass
+    pass over the nodes: how often each value is read (``Graph.uses``) and by which node
+    last, the ops, the rules' origins, the user's names, the node of each serial, the
+    distinct avals tuples and the values an adjoint renames (inlined however large). On a large graph each pass
     of its own costs a cache miss per node, and the attrgetter passes in C it replaces cost
     more per node than this loop's few lines."""
 
-    __slots__ = ("avals", "current", "ops", "origins", "renamed", "user_names", "uses")
+    __slots__ = ("avals", "current", "last_reader", "ops", "origins", "renamed", "user_names",
+                 "uses")
 
     def __init__(self, graph: Graph):
         uses = dict.fromkeys(graph.nodes, 0)
         ops, origins, user_names, renamed = set(), set(), set(), set()
-        current, avals = {}, {}
+        current, avals, last_reader = {}, {}, {}
         for node in graph.nodes:
             op = node.op
             ops.add(op)
@@ -134,13 +135,14 @@ class _Survey:
             avals[id(node.avals)] = node.avals  # (the nodes of scalar code share a few)
             for ref in node.inputs:
                 uses[ref.node] += 1
+                last_reader[ref.node] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
         for ref in graph.outputs:
             uses[ref.node] += 1
         user_names.discard(None)
         self.uses, self.ops, self.origins, self.renamed = uses, ops, origins, renamed
-        self.user_names, self.current = user_names, current
+        self.user_names, self.current, self.last_reader = user_names, current, last_reader
         self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
 
 
@@ -193,7 +195,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
     # what unnamed values hold, for their names
-    held = Held(graph.nodes, names, uses, graph.outputs, survey.user_names, survey.current)
+    held = Held(graph.nodes, names, uses, graph.outputs, survey.user_names, survey.current,
+                survey.last_reader)
     liveness = _Liveness(graph, writes, has_writes, survey.avals)
     views = _SliceViews(graph, uses, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
