@@ -126,16 +126,22 @@ class _Survey:
         uses = dict.fromkeys(graph.nodes, 0)
         ops, origins, user_names, renamed = set(), set(), set(), set()
         current, avals, last_reader = {}, {}, {}
+        origin = shared = None  # the last node's: nodes in a row mostly share theirs
         for node in graph.nodes:
             op = node.op
             ops.add(op)
-            origins.add(node.origin)
+            if node.origin is not origin:
+                origin = node.origin
+                origins.add(origin)
             user_names.add(node.name)
             current[node.serial] = node
-            avals[id(node.avals)] = node.avals  # (the nodes of scalar code share a few)
+            if node.avals is not shared:  # (the nodes of scalar code share a few tuples)
+                shared = node.avals
+                avals[id(shared)] = shared
             for ref in node.inputs:
-                uses[ref.node] += 1
-                last_reader[ref.node] = node
+                operand = ref.node
+                uses[operand] += 1
+                last_reader[operand] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
         for ref in graph.outputs:
