@@ -210,6 +210,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     in_place = has_writes and buffers.active
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
+    width = LINE_LIMIT - 4 * depth  # columns a statement has at this depth
     preset, accumulate, output_name = spec.preset, spec.accumulate, spec.output_name
     print_expr = scope.expr
     rows_as_written = scope.rows_as_written  # NumPy: each row's printer, called directly
@@ -360,7 +361,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:  # a copy, a view bound
             body.extend(layout.lay_out(line, depth) for line in prelude.split("\n"))
-        if len(statement) + 4 * depth <= LINE_LIMIT and statement.isascii():
+        if len(statement) <= width and statement.isascii():
             body.append(statement)  # it fits: nearly every statement
         else:  # wrapped as ruff format would; a long fused sum without parsing it
             body.append(expr.prec == PREC_ADD and statement == f"{name} = {expr.text}"

@@ -55,7 +55,10 @@ def new_expr(text: str, prec: int = PREC_ATOM, neg: Expr | None = None,
     runs per node (and the emitter, per statement) make theirs here, because CPython calls a
     class with a Python ``__init__`` through a slow path that costs more than the four stores."""
     expr = _new_object(Expr)
-    expr.text, expr.prec, expr.neg, expr.terms = text, prec, neg, terms
+    expr.text = text
+    expr.prec = prec
+    expr.neg = neg
+    expr.terms = terms
     return expr
 
 
