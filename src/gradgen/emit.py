@@ -115,9 +115,9 @@ class _Survey:
     """What the emitter needs to know of a graph before it writes a line, gathered in one
     pass over the nodes: how often each value is read (``Graph.uses``) and by which node
     last, the ops, the rules' origins, the user's names, the node of each serial, the
-    distinct avals tuples and the values an adjoint renames (inlined however large). On a large graph each pass
-    of its own costs a cache miss per node, and the attrgetter passes in C it replaces cost
-    more per node than this loop's few lines."""
+    distinct avals tuples, and the values an adjoint renames. On a large graph every pass
+    costs a cache miss per node, and the seven passes in C (attrgetter, Counter) this one
+    replaced cost more instructions per node than its few lines (a fifth of emit's, 1e3 ops)."""
 
     __slots__ = ("avals", "current", "last_reader", "ops", "origins", "renamed", "user_names",
                  "uses")
@@ -173,6 +173,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     special_ops = leaf_ops | write_ops | {op for op in ops if op.name in ("adjoint", "guard")
                                           or op.extra.get("region")}
     has_writes = bool(write_ops)
+    # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = survey.renamed
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
@@ -236,9 +237,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 exprs[node] = Expr(alias)
                 continue
         # The operands' texts, and what they carry into this expression: their inlined size,
-        # and the lines a fused sum gathers from (rules and Functions below, when there are)
-        # An inlined operand has this node as its only reader: its expression is handed over
-        # (popped), so the tables hold only what is still to be read, not one Expr per node.
+        # and the lines a fused sum gathers from (rules and Functions below, when there are).
+        # This node is an inlined operand's only reader: its expression is handed over
+        # (popped), so the tables keep only what is still to be read, not one Expr per node.
         # (A plain loop: for one or two operands, map and list cost more than they save.)
         args = []
         size, note = 1, ()
