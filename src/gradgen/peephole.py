@@ -160,10 +160,12 @@ class Shared:
     (for an array one may hand the caller an alias of an argument, which only fold can tell
     once the outputs are known); views, and arrays built on shapes, are left to cse."""
 
-    __slots__ = ("known",)
+    __slots__ = ("constants", "known")
 
     def __init__(self, nodes):
         self.known: dict[tuple, Node] = {}
+        # the graph's constants, seen on the way (the trace shares its scalar ones)
+        self.constants: list[Node] = []
         setdefault = self.known.setdefault
         for node in nodes:  # (node_key, written out for the common case: this runs per node)
             name = node.op.name
@@ -171,6 +173,8 @@ class Shared:
                 attrs = node.attrs
                 setdefault((name, node.inputs) if not attrs else node_key(name, node.inputs,
                                                                           attrs), node)
+            elif name == "const":
+                self.constants.append(node)
 
     def find(self, op, inputs: tuple[Ref, ...], attrs: dict, aval):
         """(the Ref equal to ``op(*inputs, **attrs)``, or None; the key under which to

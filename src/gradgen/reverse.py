@@ -16,7 +16,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import Shared
-from .tracer import Trace, Tracer, at_loc, new_tracer, swap_loc
+from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -24,16 +24,18 @@ def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
     active = {n for n in wrt if n.aval.is_float}
     for node in graph.nodes:  # plain loops: this runs per node of the forward
         op = node.op
-        if op.nondiff or op.vjp is None or node in active:
+        if op.nondiff or op.vjp is None:  # (an input has no rule: a wrt one stays active)
             continue
         for r in node.inputs:
             if r.node in active:
-                for aval in node.avals:
-                    if aval.dtype.kind == "f":
-                        active.add(node)
-                        break
+                avals = node.avals
+                if avals is _FLOAT or any(aval.dtype.kind == "f" for aval in avals):
+                    active.add(node)
                 break
     return active
+
+
+_FLOAT = PY_NUMBER_AVALS[float]  # the avals of most nodes of scalar code
 
 
 def needed_nodes(graph: Graph, active: set[Node], outputs: Sequence[Ref]) -> set[Node]:
@@ -60,7 +62,6 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     wrt_nodes = [graph.inputs[i] for i in wrt]
     active = active_nodes(graph, wrt_nodes)
     needed = needed_nodes(graph, active, out_refs)
-    function_calls = function_groups(graph)
     done: set[Node] = set()
     adjoints: dict[Node, Ref] = {}
 
@@ -70,7 +71,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     trace.values = dict(values)
     trace.lazy = True  # the backward is built on shapes: the emitted code computes it
     trace.shared = Shared(graph.nodes)
-    trace.share_constants(graph.nodes)
+    trace.share_constants(trace.shared.constants)
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     read: dict[Node, object] = {}  # what the rules read, by forward value (_pull_back)
     loop_adjoints: dict[Node, dict[int, object]] = {}
@@ -92,7 +93,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
         saved = site.loc, site.origin
         try:
             _pull_back_all(graph, trace, needed, done, contributions, adjoints,
-                           loop_adjoints, function_calls, read)
+                           loop_adjoints, read)
         finally:
             swap_loc(*saved)
         grads = []
@@ -108,9 +109,10 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
 
 
 def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
-                   function_calls, read) -> None:
+                   read) -> None:
     """Every needed node's adjoint, last node first: combined from its contributions, then
     pulled back to its inputs by its rules (loops and gradgen.Functions by theirs)."""
+    function_calls = None
     for node in reversed(graph.nodes):
         if node not in needed:
             continue
@@ -129,6 +131,8 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
                                contributions, reverse)
             continue
         if name == "function_output":
+            if function_calls is None:  # (made when a graph has a Function: most have none)
+                function_calls = function_groups(graph)
             siblings = function_calls[node.attrs["call"], node.inputs[1:]]
             done.update(siblings)
             gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
@@ -191,7 +195,7 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
         ins.append(x)
     rules = op.vjp
     layout = _LAYOUTS.get(op)
-    variadic, order, deferred = layout if layout is not None else _rule_layout(op)
+    variadic, order, deferred, origins = layout if layout is not None else _rule_layout(op)
     if order:
         order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
     attrs = node.attrs
@@ -210,14 +214,16 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
             if i in deferred:
                 c = _Deferred((node, k, r, rule, g, ans, ins))
             else:
-                site.origin = (op, k)  # (swap_loc's, for the one field that changes)
+                site.origin = origins[k]  # (swap_loc's, for the one field that changes)
                 if attrs:
                     c = rule(g, ans, *ins, **attrs)
                 elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
                     c = rule(g, ans, ins[0], ins[1])
                 else:
                     c = rule(g, ans, *ins)
-                c = _fit(c, r)
+                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not r.node.avals[
+                        r.index]:  # (_fit's common case, inline: nothing to match)
+                    c = _fit(c, r)
             contributions.setdefault(r, []).append((node.serial, c, node, k))
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
@@ -232,18 +238,52 @@ _LAYOUTS: dict = {}
 def _rule_layout(op) -> tuple:
     """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
     (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
-    before it zeroes it), and those built only when their input's adjoint is combined."""
+    before it zeroes it), those built only when their input's adjoint is combined, and the
+    ``origin`` of each rule's nodes."""
     layout = _LAYOUTS.get(op)
     if layout is None:
         extra = op.extra
         layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
-                                 extra.get("deferred_vjp", ()))
+                                 extra.get("deferred_vjp", ()), _origins_of(op))
     return layout
+
+
+class _Origins(dict):
+    """``(op, k)`` by input index ``k``: the origin of the nodes that op's k-th rule records,
+    one tuple per rule, made when first asked for. Every backward node keeps its origin: a
+    tuple made per node would be one more object per node for the cyclic GC to walk once a
+    build ends. (By index, not by the rows a table lists: a row may hand one rule to any
+    number of inputs, as concatenate's does.)"""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def __missing__(self, k: int) -> tuple:
+        origin = self[k] = (self.op, k)
+        return origin
+
+
+_ORIGINS: dict = {}
+
+
+def _origins_of(op) -> _Origins:
+    origins = _ORIGINS.get(op)
+    if origins is None:
+        origins = _ORIGINS[op] = _Origins(op)
+    return origins
+
+
+def rule_origin(op, k: int) -> tuple:
+    """``(op, k)``: where the nodes of op's k-th rule come from, one tuple per rule."""
+    return _origins_of(op)[k]
 
 
 def _contribution(node: Node, k: int, r: Ref, rule, g, ans, ins):
     """Input ``r``'s (the k-th) share of ``node``'s adjoint ``g``: what ``rule`` writes."""
-    saved = swap_loc(node.loc, (node.op, k))  # (at_loc without a with: this runs per edge)
+    saved = swap_loc(node.loc, rule_origin(node.op, k))  # (at_loc without a with: per edge)
     try:
         return _fit(rule(g, ans, *ins, **node.attrs), r)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
@@ -286,32 +326,30 @@ def _combine(entries, node: Node):
     ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
     if not entries:
         return None
-    if len(entries) > 1:
-        for e in entries:
-            if type(e[1]) is _Deferred:
-                entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
-                           for e in entries]
-                break
-        entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
-    elif type(entries[0][1]) is _Deferred:
-        entries = [(entries[0][0], entries[0][1].build(), *entries[0][2:])]
-    key, first, user, index = entries[0]
-    if len(entries) == 1:
+    if len(entries) == 1:  # (most values: one use, nothing to add up)
+        key, first, user, index = entries[0]
+        if type(first) is _Deferred:
+            first = first.build()
         if key < 0 or type(first) is not Tracer:
             return first  # the seed, or a constant: nothing to add up, to name or to place
         _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
         if not node.name:
             return first
-    # a lone contribution keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
-    origin = (user.op, index) if len(entries) == 1 and user.role != "bwd" else None
+        # named grad_<name>, it keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
+        origin = rule_origin(user.op, index) if user.role != "bwd" else None
+        loc = first.ref.node.loc if user.op.name == "function_output" else user.loc
+        return _named(first, f"grad_{node.name}", loc, origin)
+    for e in entries:
+        if type(e[1]) is _Deferred:
+            entries = [(e[0], e[1].build(), *e[2:]) if type(e[1]) is _Deferred else e
+                       for e in entries]
+            break
+    entries.sort(key=_first)  # stable: a node's two uses of one input stay in order
+    first, user = entries[0][1:3]
     loc = user.loc
     if user.op.name == "function_output" and isinstance(first, Tracer):
         loc = first.ref.node.loc  # the line of the user's backward that computed it
-    if key < 0:
-        origin = None
-    if len(entries) == 1:  # a named contribution: grad_<name> (node.name, checked above)
-        return _named(first, f"grad_{node.name}", loc, origin)
-    saved = swap_loc(loc, origin)
+    saved = swap_loc(loc, None)
     try:
         terms, uses = [], []
         for e in entries:
@@ -323,7 +361,7 @@ def _combine(entries, node: Node):
         if isinstance(g, Tracer):
             _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
             if node.name:
-                g = _named(g, f"grad_{node.name}", loc, origin)
+                g = _named(g, f"grad_{node.name}", loc, None)
     finally:
         swap_loc(*saved)
     return g
@@ -339,12 +377,15 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     ref = g.ref
     aval = ref.node.avals[ref.index]
     trace = g._trace
-    if type(g._value) is float and aval.py is float and loc is not None:
+    value = g._value
+    if type(value) is float and aval.py is float and loc is not None:
         node = new_node(adjoint, (ref,), {}, PY_NUMBER_AVALS[float], loc, name, trace.role,
                         origin)
         trace.nodes.append(node)
-        trace.values[node] = g._value
-        return new_tracer(trace, _new_ref(Ref, (node, 0)), g._value)
+        trace.values[node] = value
+        g = _new_tracer(Tracer)  # new_tracer(trace, node.out, value) written out
+        g._trace, g.ref, g._value = trace, _new_ref(Ref, (node, 0)), value
+        return g
     saved = swap_loc(loc, origin)
     try:
         g = adjoint(g)

@@ -353,28 +353,36 @@ def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
     # Python numbers only, traced in one trace? (scalar code, and every backward of it)
     trace = None
-    values, refs = [], []
-    constant = True
     numbers = 0  # constant operands, made nodes once the trace is known
-    for a in args:
-        if type(a) is Tracer:
-            value = a._value
-            if type(value) not in _PY_AVALS or (trace is not None and a._trace is not trace):
+    if len(args) == 2 and type(a := args[0]) is Tracer and type(b := args[1]) is Tracer and (
+            a._trace is b._trace and type(a._value) in _PY_AVALS
+            and type(b._value) in _PY_AVALS):  # (the common case, without the loop)
+        trace = a._trace
+        values, refs = [a._value, b._value], [a.ref, b.ref]
+    else:
+        values, refs = [], []
+        for a in args:
+            if type(a) is Tracer:
+                if trace is None:
+                    trace = a._trace
+                elif a._trace is not trace:
+                    return _bind_general(op, args, attrs)
+                value = a._value
+                if type(value) not in _PY_AVALS:
+                    return _bind_general(op, args, attrs)
+                values.append(value)
+                refs.append(a.ref)
+            elif type(a) in _PY_AVALS:
+                values.append(a)
+                refs.append(None)
+                numbers += 1
+            else:
                 return _bind_general(op, args, attrs)
-            trace = a._trace
-            ref = a.ref
-            if constant:  # (no node is constant in most traces: the set is empty)
-                constant = bool(trace.constant) and ref.node in trace.constant
-            values.append(value)
-            refs.append(ref)
-        elif type(a) in _PY_AVALS:
-            values.append(a)
-            refs.append(None)
-            numbers += 1
-        else:
-            return _bind_general(op, args, attrs)
     if trace is None:
         return op.impl(*args, **attrs)
+    constant = False
+    if trace.constant:  # (no node is constant in most traces: the set is empty)
+        constant = all(ref is None or ref.node in trace.constant for ref in refs)
     # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
     # number, and a derivative that does not exist there is reported where it is made)
     if numbers:
@@ -382,11 +390,20 @@ def bind(op, args, attrs) -> object:
             if refs[i] is None:
                 refs[i] = _const_ref(trace, op, a, args)
     shared = trace.shared
-    if shared is not None and op.name in _SIGNED and _may_carry_sign(op.name, refs):
-        cancelled = _signs_cancelled(trace, op, refs)
-        if cancelled is not None:
-            return cancelled
-    out = op.impl(*values, **attrs)
+    name = op.name
+    if shared is not None and name in _SIGNED:  # (_may_carry_sign's first test, inline)
+        last = refs[-1].node
+        if last.role == "bwd" and last.op.name in _MAY_BE_NEGATED and _may_carry_sign(
+                name, refs):
+            cancelled = _signs_cancelled(trace, op, refs)
+            if cancelled is not None:
+                return cancelled
+    if attrs:
+        out = op.impl(*values, **attrs)
+    elif len(values) == 2:  # (a plain call: no argument tuple or keyword dict to unpack)
+        out = op.impl(values[0], values[1])
+    else:
+        out = op.impl(*values)
     aval = _PY_AVALS.get(type(out))
     if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
         return _record(trace, op, tuple(refs), attrs, out, constant, args)
@@ -394,10 +411,14 @@ def bind(op, args, attrs) -> object:
     key = None
     if shared is not None:  # (Shared.find, its common case written out)
         kind = _KINDS.get(op)
-        if not attrs and (kind is _EQUAL or kind is _IDENTITY and (
-                aval.py is None or not _reads_number_or_negation(refs))
-                and op.name not in _SAME_VALUE):
-            key = (op.name, refs)
+        if not attrs and (kind is _EQUAL or kind is _IDENTITY and name not in _SAME_VALUE):
+            for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
+                if ref.node.op.name in _CONST_OR_NEG:
+                    break
+            else:
+                kind = _EQUAL
+        if kind is _EQUAL and not attrs:
+            key = (name, refs)
             same = shared.known.get(key)
             if same is not None:
                 return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
@@ -518,19 +539,11 @@ _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of si
 _MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
 
 
-def _reads_number_or_negation(refs) -> bool:
-    """Does an op read a constant or a negation? (Only then may it be one of its inputs:
-    x * 1, x - 0, -(-x); peephole.identical_input.)"""
-    for ref in refs:
-        if ref.node.op.name in _CONST_OR_NEG:
-            return True
-    return False
-
-
 def _may_carry_sign(name: str, refs) -> bool:
     """Could ``_signs_cancelled`` find a pair of signs in ``name(*refs)``? Only when each
     operand it looks at is a product, a quotient or a negation reverse mode made (where
-    peephole.negated_path starts); most operands are not, and need no walk."""
+    peephole.negated_path starts); most operands are not, and need no walk. (bind asks
+    about the last operand first, inline.)"""
     last = refs[-1].node
     if last.role != "bwd" or last.op.name not in _MAY_BE_NEGATED:
         return False
