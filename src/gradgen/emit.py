@@ -259,6 +259,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                     if node.loc is not None and node.loc != group_loc and node.role == "bwd":
                         body.append(_comment_for_group(node.loc))
                         group_loc = node.loc
+                    reused = line.split(" ", 1)[0]
+                    if reused not in temps.announced:  # (a name then holds something new)
+                        temps.announced.add(reused)
+                        body.append(layout.statement(
+                            f"# {reused} is not read again: its array is reused", depth))
                     body.append(layout.statement(line, depth))
                     code_parts.append(line)
             exprs[node] = expr
@@ -483,6 +488,7 @@ class _Temporaries:
 
     def __init__(self, graph: Graph, outputs, values):
         self.carried: dict[Node, tuple[Node, bool]] = {}  # value -> (its array, negated)
+        self.announced: set[str] = set()  # the temporaries whose reuse a comment has said
         self.readers: dict[Node, list[Node]] = {}  # per temporary: every node reading it
         # the reader of each value (of an inlined value, the only one): where it is read
         self.reader: dict[Node, Node] = {}
