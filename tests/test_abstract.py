@@ -130,3 +130,31 @@ def test_a_scalar_derivative_that_does_not_exist_is_reported_while_building():
 
     with pytest.raises(gradgen.GradgenError, match="ZeroDivisionError"):
         gradgen.emit(f, 0.0)
+
+
+def test_a_build_releases_the_forward_arrays_and_keeps_numbers_inputs_and_outputs():
+    """release_values (build.py): a built function keeps no traced intermediate array (each
+    is Pending again); the inputs, the constants, the output and every number (a Python
+    float, a NumPy scalar) stay as they were."""
+    def f(x, s):
+        logdet = np.linalg.slogdet(x * x + 2.0 * np.eye(2))[1]
+        y = np.exp(x) * s
+        return np.sum(y) + logdet * s
+
+    x = np.array([[1.0, 0.5], [0.25, 1.5]])
+    built = build(f, (x, 0.5), Request(argnums=(0, 1), as_tuple=True))
+    values = built.forward.meta["values"]
+    kept = {r.node for r in built.forward.outputs}
+    by_op = {}
+    for node, value in values.items():
+        by_op.setdefault(node.op.name, []).append(value)
+        if node.op.name in ("input", "const") or node in kept:
+            assert type(value) is not Pending, node
+        elif node.aval.shape:
+            assert type(value) is Pending, node
+        else:
+            assert type(value) is not Pending, node
+    assert len([v for vs in by_op.values() for v in vs if type(v) is Pending]) >= 4
+    assert any(type(v) is float for v in by_op["input"])  # s, a Python number, as it was
+    assert type(by_op["input"][0]) is np.ndarray
+    assert concrete(values, built.forward.outputs[0]) == pytest.approx(f(x, 0.5))

@@ -486,3 +486,29 @@ def test_parameter_names_read_from_code_are_the_signatures(fn):
     for n in range(5):
         for skip in (0, 1):
             assert source.parameter_names(fn, n, skip) == _names_by_inspect(fn, n, skip)
+
+
+def test_the_header_path_follows_the_working_directory(tmp_path, monkeypatch):
+    """The generated module names the function's file relative to the working directory,
+    or by its base name outside it; the answer is cached per (file, directory), so moving to
+    another directory gives that directory's answer."""
+    from gradgen.build import display_path
+
+    sub = tmp_path / "pkg"
+    sub.mkdir()
+    path = sub / "model.py"
+    path.write_text("def f(x):\n    y = x * x\n    return y\n")
+    spec = importlib.util.spec_from_file_location("model_for_display_path", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    assert display_path(module.f) == os.path.join("pkg", "model.py")
+    monkeypatch.chdir(sub)
+    assert display_path(module.f) == "model.py"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert display_path(module.f) == "model.py"  # outside: the base name
+    monkeypatch.chdir(tmp_path)
+    assert display_path(module.f) == os.path.join("pkg", "model.py")
+    assert source.SourceLoc(str(path), 2, "f").short == "model.py:2"

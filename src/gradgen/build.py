@@ -8,6 +8,7 @@ import hashlib
 import inspect
 import os
 from dataclasses import dataclass
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -199,8 +200,15 @@ def display_path(fn) -> str:
     path = loc.file
     if path.startswith("<"):
         return path
+    return _display_path(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=256)
+def _display_path(path: str, cwd: str) -> str:
+    """``path`` relative to ``cwd``, or its base name when it lies outside (os.path.relpath
+    costs ~17 µs, a first call's fixed cost: asked once per file and working directory)."""
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:
         rel = path
     return os.path.basename(path) if rel.startswith("..") else rel
@@ -231,7 +239,8 @@ def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
                 "arguments of this signature")
     texts = []
     for value in args:
-        if not isinstance(value, float | int | np.ndarray) or np.size(value) > 6:
+        if not isinstance(value, float | int | np.ndarray) or (
+                isinstance(value, np.ndarray) and value.size > 6):
             texts = None
             break
         texts.append(literal(value).text)
@@ -415,7 +424,11 @@ def release_values(forward: Graph, joint: Graph) -> None:
     Pending again, computed from the inputs if someone asks (check does, for its report)."""
     keep = {r.node for r in forward.outputs}
     for values in {id(g.meta["values"]): g.meta["values"] for g in (forward, joint)}.values():
-        for node, value in values.items():
+        # only arrays and tuples of outputs are released: picked by a C loop, as scalar code
+        # (every value a Python number) has none among a value per node
+        held = list(compress(values.items(), map(isinstance, values.values(), repeat(
+            (np.ndarray, tuple)))))
+        for node, value in held:
             if node in keep or node.op.name in ("input", "const"):
                 continue
             if isinstance(value, np.ndarray):

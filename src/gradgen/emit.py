@@ -17,6 +17,7 @@ from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
 from .naming import Held, Namer, base_name, index_writes
+from .ops import OPS
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
 from .ops.registry import PREC_ADD, Expr, new_expr, string_literal
@@ -209,6 +210,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                         enabled=target == "numpy" and "index_add" in op_names)
 
     in_place = has_writes and buffers.active
+    # Dead temporaries updated in place: where arrays are written (a buffer's slice updates
+    # are where a value's last reader comes after its copy), never where the finite checks
+    # read adjoints at a group's end, nor in a loop body run once per trip.
+    temps = (_Temporaries(graph, outputs, graph.meta.get("values") or {})
+             if target == "numpy" and not spec.check_finite and not spec.body_only
+             else None)
+    if temps is not None and not temps.readers:
+        temps = None  # no backward array: scalar code, most of it
     aliases = bool(regions.aliased)
     check_finite = spec.check_finite
     width = LINE_LIMIT - 4 * depth  # columns a statement has at this depth
@@ -298,6 +307,21 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                         or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
                         and node not in renamed)
         if not is_statement:
+            update = temps.update(node, args, names, exprs, renamed) if temps is not None else None
+            if update is not None:  # g *= a: the value is left in a dead temporary's array
+                line, expr = update
+                size = 1
+                if line is not None:
+                    if node.loc is not None and node.loc != group_loc and node.role == "bwd":
+                        body.append(_comment_for_group(node.loc))
+                        group_loc = node.loc
+                    reused = line.split(" ", 1)[0]
+                    if reused not in temps.announced:  # (a name then holds something new)
+                        temps.announced.add(reused)
+                        body.append(layout.statement(
+                            f"# {reused} is not read again: its array is reused", depth))
+                    body.append(layout.statement(line, depth))
+                    code_parts.append(line)
             exprs[node] = expr
             inlined[node] = size
             if note:
@@ -491,6 +515,119 @@ class _Buffers:
         self.root[node] = root  # the new version lives in the same array
         self.group_last[root] = self.last_use.get(node, position)
         return True
+
+
+# The ops whose result NumPy always hands back as a new array of its own.
+_MADE = frozenset(("add", "sub", "mul", "div", "neg", "pow", "square", "sqrt", "exp", "log",
+                   "sin", "cos", "tanh", "log1p", "expm1", "abs"))
+# An in-place update of an op's array operand, by whether the value carried in that array is
+# negated; None: not exactly the same value (-g + a and -(g - a) differ in the sign of a zero).
+_UPDATES = {"mul": ("*=", "*="), "div": ("/=", "/="), "add": ("+=", None), "sub": ("-=", None)}
+
+
+class _Temporaries:
+    """An array the function made itself, read for the last time as an operand of an
+    elementwise product, quotient, sum or difference inside a larger expression, is updated
+    in place: ``grad_x_head -= g * 2.0 * x_head`` becomes ``g *= 2.0; g *= x_head;
+    grad_x_head -= g`` once nothing else reads ``g``. NumPy's ``g *= a`` is
+    ``np.multiply(g, a, out=g)``: the same ufunc on the same elements, each result rounded
+    once, so no float changes; each operation saves a new array, which on a thousand floats
+    costs about as much as the arithmetic. A negation on the way is carried as a sign
+    (``-g * 2.0`` is ``-(g * 2.0)`` exactly, signed zeros included), as the printers do.
+
+    Only a backward array (a forward value keeps the meaning of the user's name) that one of
+    the function's own ufuncs made, or a rename of one (never an argument, a constant, a
+    view, or a buffer a write goes into), of the result's shape and dtype (no broadcasting
+    up, no cast), not returned, and whose every other reader is a statement already written:
+    optimize/early_writes.py puts a copy of it into a buffer ahead of its last read. NumPy
+    only: the array-API target has no in-place updates."""
+
+    def __init__(self, graph: Graph, outputs, values):
+        self.carried: dict[Node, tuple[Node, bool]] = {}  # value -> (its array, negated)
+        self.announced: set[str] = set()  # the temporaries whose reuse a comment has said
+        self.readers: dict[Node, list[Node]] = {}  # per temporary: every node reading it
+        # the reader of each value (of an inlined value, the only one): where it is read
+        self.reader: dict[Node, Node] = {}
+        # The distinct avals first, in C: scalar code shares a few, none of them an array
+        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
+        if not any(aval.py is None and aval.shape != ()
+                   for aval in dict(zip(map(id, avals), avals)).values()):
+            return
+        for node in graph.nodes:
+            if node.op.name not in _MADE or len(node.avals) != 1:
+                continue
+            aval = node.avals[0]
+            if (node.role == "bwd" and aval.py is None and aval.shape != ()
+                    and node not in outputs
+                    and isinstance(shaped_value(values, node.out), np.ndarray)
+                    and not made_as_view(values, node.out)):
+                self.readers[node] = []
+        if not self.readers:
+            return
+        disowned = set()  # read as an array that lives on: a view, a rename, a write's base
+        renames = {}  # grad_d = <a product>: the rename owns the array its only reader made
+        for node in graph.nodes:
+            for slot, ref in enumerate(node.inputs):
+                self.reader[ref.node] = node
+                readers = self.readers.get(ref.node)
+                if readers is None:
+                    continue
+                readers.append(node)
+                if node.op.name == "adjoint" and node.aval == ref.node.aval \
+                        and node not in outputs:
+                    renames[node] = ref.node
+                    self.readers[node] = []
+                if node.op.name == "adjoint" or node.is_view or (
+                        slot == 0 and node.op.extra.get("statement")):
+                    disowned.add(ref.node)
+        disowned.update(rename for rename, made in renames.items()
+                        if self.readers[made] != [rename])
+        for node in disowned:
+            del self.readers[node]
+
+    def update(self, node: Node, args, names: dict[Node, str], exprs, renamed):
+        """For an inlined ``node``: (the in-place statement or None, its expression), when
+        its value is left in a dead temporary's array; None otherwise (and for a value only
+        renamed after: ``grad_y = grad_x`` would hide what the update made)."""
+        op = node.op.name
+        if op != "neg" and op not in _UPDATES or node in renamed:
+            return None
+        for slot, ref in enumerate(node.inputs):
+            held = self.carried.get(ref.node) or self._dead(ref.node, node, names, exprs)
+            if held is not None:
+                break
+        else:
+            return None
+        temp, negated = held
+        if temp.aval != node.aval:  # broadcast up, or another dtype: a new array after all
+            return None
+        name = names[temp]
+        if op == "neg":
+            self.carried[node] = (temp, not negated)
+            return None, self._value(name, not negated)
+        symbol = _UPDATES[op][negated]
+        other = node.inputs[1 - slot].node
+        if symbol is None or slot and op in ("sub", "div") or other is ref.node:
+            return None  # b - g, b / g and g * g have no in-place form here
+        self.carried[node] = (temp, negated)
+        return f"{name} {symbol} {args[1 - slot].text}", self._value(name, negated)
+
+    def _dead(self, value: Node, reader: Node, names: dict[Node, str], exprs):
+        readers = self.readers.get(value)
+        if readers is None or value not in names or readers.count(reader) != 1:
+            return None
+        for other in readers:
+            # read where its statement runs: its own, or that of the expression it is inlined
+            # into; that statement must be written already
+            while other is not reader and other not in names:
+                if other not in exprs:
+                    return None  # not written yet: it reads the array later
+                other = self.reader.get(other)  # (an inlined value is read once)
+        return value, False
+
+    @staticmethod
+    def _value(name: str, negated: bool) -> Expr:
+        return OPS["neg"].printer(None, [Expr(name)]) if negated else Expr(name)
 
 
 class _SliceViews:

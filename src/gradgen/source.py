@@ -48,7 +48,12 @@ class SourceLoc:
     def short(self) -> str:
         short = self._short
         if short is None:
-            short = self._short = f"{os.path.basename(self.file)}:{self.line}"
+            base = _BASENAMES.get(self.file)
+            if base is None:
+                if len(_BASENAMES) >= 4096:  # (exec'd code may name a new file each time)
+                    _BASENAMES.clear()
+                base = _BASENAMES[self.file] = os.path.basename(self.file)
+            short = self._short = f"{base}:{self.line}"
         return short
 
     def __str__(self) -> str:
@@ -62,6 +67,10 @@ class SourceLoc:
             text = self._text = statement_text(self.file, self.line)
         return text
 
+
+# filename -> its base name, for SourceLoc.short: the emitter asks for the short form of every
+# line's SourceLoc, and os.path.basename was a Python call per line
+_BASENAMES: dict[str, str] = {}
 
 # filename -> is_user_file(filename): the tracer reads it for every frame between a traced op
 # and the user's line, where a dict lookup costs a third of a cached function's call

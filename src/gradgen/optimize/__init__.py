@@ -16,6 +16,7 @@ from .batch_rows import batch_matvecs
 from .cse import cse
 from .dce import dce, forget_reads
 from .dead_writes import drop_dead_writes
+from .early_writes import hoist_copying_writes
 from .fold import fold
 from .outer_sums import stack_outer_products
 from .scan import forget_scan, scan
@@ -32,6 +33,7 @@ PASS_TABLE = (
     (drop_dead_writes, {"index_update"}),
     (stack_outer_products, {"outer"}),
     (batch_matvecs, {"matmul"}),
+    (hoist_copying_writes, {"index_update", "index_add", "add_along_axis"}),
 )
 PASSES = tuple(run for run, _ in PASS_TABLE)
 # Passes whose one sweep leaves nothing for a second sweep of the same pass to do (dce keeps
@@ -117,4 +119,4 @@ def own_outputs(graph: Graph, positions) -> Graph:
 
 
 __all__ = ["batch_matvecs", "cse", "dce", "drop_dead_writes", "flatten_sums", "fold",
-           "forget_reads", "optimize", "own_outputs", "slice_updates", "stack_outer_products"]
+           "forget_reads", "hoist_copying_writes", "optimize", "own_outputs", "slice_updates", "stack_outer_products"]
