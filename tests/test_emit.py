@@ -172,6 +172,23 @@ def test_emitting_twice_gives_identical_bytes(fn, args, argnums):
     assert gradgen.emit(fn, *args, argnums=argnums) == first
 
 
+@pytest.mark.parametrize("fn, args, argnums", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_the_emitters_one_pass_over_a_graph_agrees_with_the_graph(fn, args, argnums):
+    """emit surveys a graph in one pass (how often and by whom each value is read, the ops,
+    the renamed values) instead of asking it in several: it must find what the graph says."""
+    from gradgen.emit import _Survey
+
+    graph = gradgen.trace(fn, *args, backward=True)
+    survey = _Survey(graph)
+    assert survey.uses == graph.uses()
+    for node in graph.nodes:
+        readers = [n for n in graph.nodes if any(ref.node is node for ref in n.inputs)]
+        assert survey.last_reader.get(node) is (readers[-1] if readers else None)
+    assert survey.ops == {n.op for n in graph.nodes}
+    assert survey.renamed == {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
+    assert survey.user_names == {n.name for n in graph.nodes if n.name is not None}
+
+
 def test_identical_bytes_across_processes(tmp_path):
     """No hash-seed or address dependence: two interpreters with different PYTHONHASHSEED."""
     script = (

@@ -50,6 +50,7 @@ class NumpyScope:
     """Today's module: NumPy calls, in-place writes into buffers the module owns."""
 
     target = "numpy"
+    rows_as_written = True  # ``expr`` is the row's own printer: the emitter calls it directly
 
     def __init__(self, spec, graph):
         self.spec = spec
@@ -97,6 +98,7 @@ class ArrayApiScope:
     devices from the arguments, functional writes (``array_api_extra.at``)."""
 
     target = "array-api"
+    rows_as_written = False
 
     def __init__(self, spec, graph):
         self.spec = spec

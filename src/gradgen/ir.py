@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -259,12 +258,16 @@ class Graph:
     def uses(self) -> dict[Node, int]:
         """How many times each node's outputs are read (outputs of the graph count)."""
         counts: dict[Node, int] = dict.fromkeys(self.nodes, 0)
-        # Counted in C (Counter over every input edge): passes ask for this on graphs of
-        # hundreds of thousands of edges.
-        read = Counter(map(_REF_NODE, itertools.chain.from_iterable(
-            map(_NODE_INPUTS, self.nodes))))
-        read.update(map(_REF_NODE, self.outputs))
-        counts.update(read)
+        # A plain loop: on 3.11 it costs ~0.3 µs per node where a Counter over chained
+        # attrgetter maps cost ~0.5 (a 3,000-op scalar build's joint graph). A value from
+        # outside the graph, as a loop body reads, is counted too.
+        get = counts.get
+        for node in self.nodes:
+            for ref in node.inputs:
+                read = ref.node
+                counts[read] = get(read, 0) + 1
+        for ref in self.outputs:
+            counts[ref.node] = get(ref.node, 0) + 1
         return counts
 
     def verify(self) -> None:

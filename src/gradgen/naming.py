@@ -33,13 +33,15 @@ class Namer:
     """Hands out unique names in statement order: ``h``, then ``h_1``, ``h_2`` ..."""
 
     def __init__(self, taken=()):
-        self.taken: set[str] = set(RESERVED) | set(taken)
+        # Python's keywords are taken from the start: ``lambda`` becomes ``lambda_1`` the way
+        # any name in use does, with no keyword test per name
+        self.taken: set[str] = set(RESERVED) | set(keyword.kwlist) | set(taken)
         self.versions: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
         if not (base.isascii() and base.isidentifier()):  # nearly always clean already
             base = _clean(base)
-        if base not in self.taken and not keyword.iskeyword(base):
+        if base not in self.taken:
             self.taken.add(base)
             return base
         n = self.versions.get(base, 0)
@@ -66,17 +68,23 @@ class Held:
     noted on a node that optimization may since have rebuilt under the same serial)."""
 
     def __init__(self, nodes, names: dict[Node, str], uses: dict[Node, int] | None = None,
-                 outputs=()):
+                 outputs=(), user_names: set[str] | None = None,
+                 current: dict[int, Node] | None = None,
+                 last_reader: dict[Node, Node] | None = None):
         self.nodes = nodes
         self.names = names
-        # (in C: this runs for every emitted function, the queries below only for a few nodes)
-        self.user_names = set(map(_NAME, nodes))
-        self.user_names.discard(None)
-        self.current = dict(zip(map(_SERIAL, nodes), nodes))
+        # The user's names, the node of each serial and the last reader of each value, unless
+        # the caller has them (the emitter gathers them in its one pass over the graph)
+        if user_names is None:
+            user_names = set(map(_NAME, nodes))
+            user_names.discard(None)
+        self.user_names = user_names
+        self.current = dict(zip(map(_SERIAL, nodes), nodes)) if current is None else current
         # How often each value is read (``Graph.uses``, which counts the graph's ``outputs``
         # too), when the caller has it; counted when first asked otherwise.
         self._uses, self._outputs = uses, outputs
-        self._last_reader: dict[Node, Node] | None = None  # built when first asked
+        self._last_reader = last_reader  # built when first asked, if not given
+        self._returned: Counter | None = None  # how often each output is returned, likewise
         self._gradient: dict[Node, bool] = {}  # is_gradient's answers so far
         self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
 
@@ -112,19 +120,22 @@ class Held:
     def reader(self, node: Node) -> Node | None:
         """The one node that reads ``node``, if only one does: the last node that reads it,
         when all of its reads are that node's."""
-        if self._last_reader is None:  # the last reader of each value, in C (no edge list)
-            inputs = list(map(_INPUTS, self.nodes))
-            self._last_reader = dict(zip(
-                map(_REF_NODE, itertools.chain.from_iterable(inputs)),
-                itertools.chain.from_iterable(map(itertools.repeat, self.nodes, map(len, inputs)))))
+        if self._returned is None:  # first asked: what the counts need, once
+            if self._last_reader is None:  # the last reader of each value, in C
+                inputs = list(map(_INPUTS, self.nodes))
+                self._last_reader = dict(zip(
+                    map(_REF_NODE, itertools.chain.from_iterable(inputs)),
+                    itertools.chain.from_iterable(
+                        map(itertools.repeat, self.nodes, map(len, inputs)))))
             if self._uses is None:
-                self._uses = Counter(map(_REF_NODE, itertools.chain.from_iterable(inputs)))
+                self._uses = Counter(map(_REF_NODE, itertools.chain.from_iterable(
+                    map(_INPUTS, self.nodes))))
                 self._outputs = ()
-            self._outputs = Counter(map(_REF_NODE, self._outputs))
+            self._returned = Counter(map(_REF_NODE, self._outputs))
         reader = self._last_reader.get(node)
         if reader is None:
             return None
-        reads = self._uses.get(node, 0) - self._outputs.get(node, 0)
+        reads = self._uses.get(node, 0) - self._returned.get(node, 0)
         return reader if sum(ref.node is node for ref in reader.inputs) == reads else None
 
     def argument_name(self, node: Node) -> str | None:

@@ -46,6 +46,22 @@ class Expr:
         return self.text if self.prec >= prec else f"({self.text})"
 
 
+_new_object = object.__new__
+
+
+def new_expr(text: str, prec: int = PREC_ATOM, neg: Expr | None = None,
+             terms: tuple[str, ...] = ()) -> Expr:
+    """``Expr(text, prec, neg, terms)`` without calling the class: the printers the emitter
+    runs per node (and the emitter, per statement) make theirs here, because CPython calls a
+    class with a Python ``__init__`` through a slow path that costs more than the four stores."""
+    expr = _new_object(Expr)
+    expr.text = text
+    expr.prec = prec
+    expr.neg = neg
+    expr.terms = terms
+    return expr
+
+
 _NONZERO_NUMBER = re.compile(r"-?(?=[0-9.]*[1-9])[0-9]+(\.[0-9]*)?(e[+-]?[0-9]+)?")
 _SIMPLE_POWER_OPERAND = re.compile(r"-?([A-Za-z_][A-Za-z_0-9.]*|[0-9][0-9.e+\-]*)")
 
@@ -64,7 +80,7 @@ def sum_expr(first: Expr, rest, commute: bool = False) -> Expr:
             terms.append(f"- {term.neg.at(PREC_ADD + 1)}")
         else:
             terms.append(f"+ {term.at(PREC_ADD + 1)}")
-    return Expr(" ".join(terms), PREC_ADD, terms=tuple(terms))
+    return new_expr(" ".join(terms), PREC_ADD, None, tuple(terms))
 
 
 Printer = Callable[[Any, Sequence[Expr]], Expr]  # (node, input exprs) -> Expr
@@ -231,7 +247,7 @@ def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:
         left = a.text if a.prec >= prec else f"({a.text})"
         right = b.text if b.prec > prec else f"({b.text})"
         if a.neg is None and b.neg is None:  # nearly always: no sign to move
-            return Expr(left + spaced + right, prec)
+            return new_expr(f"{left}{spaced}{right}", prec)
         backward = getattr(node, "role", None) == "bwd"  # the forward keeps the user's text
         if symbol == "-" and b.neg is not None and backward:  # u - (-v) is u + v exactly
             return sum_expr(a, [b.neg])
@@ -257,7 +273,7 @@ def prefix(symbol: str) -> Printer:
         inner = a.at(PREC_UNARY + 1) if a.text.startswith(symbol) else a.at(PREC_UNARY)
         if a.prec == PREC_POW:  # ruff format writes -(x**2), not -x**2
             inner = f"({a.text})"
-        return Expr(f"{symbol}{inner}", PREC_UNARY, a if symbol == "-" else None)
+        return new_expr(f"{symbol}{inner}", PREC_UNARY, a if symbol == "-" else None)
 
     return print_prefix
 
@@ -270,13 +286,13 @@ def call(math_name: str | None, np_name: str, kwargs: Sequence[str] = ()) -> Pri
     def print_call(node, args):
         fn = math_fn if math_fn and node.aval.py is not None else np_fn
         if not kwargs and len(args) == 1:  # nearly always: one operand, no options
-            return Expr(f"{fn}{args[0].text})")
+            return new_expr(f"{fn}{args[0].text})")
         parts = [a.text for a in args]
         for key in kwargs:
             value = node.attrs.get(key)
             if value is not None and value is not False:
                 parts.append(f"{key}={value_text(value)}")
-        return Expr(f"{fn}{', '.join(parts)})")
+        return new_expr(f"{fn}{', '.join(parts)})")
 
     return print_call
 
