@@ -7,7 +7,6 @@ import itertools
 import re
 import textwrap
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 
 import numpy as np
 
@@ -28,7 +27,6 @@ INLINE_LIMIT = 10  # ops per inlined expression; past it a temporary gets a stat
 INLINE_WIDTH = 70  # characters per inlined expression, likewise
 LINE_LIMIT = 100
 DEL_MIN_BYTES = 1 << 20  # arrays at least this large are deleted after their last reader
-_AVALS = attrgetter("avals")
 _NOTHING = Expr("")  # what a statement with no value (a[i] = v) prints
 _IMPORT_RE = {"math": ("math.", re.compile(r"\bmath\.")), "numpy": ("np.", re.compile(r"\bnp\."))}
 
@@ -213,7 +211,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # Dead temporaries updated in place: where arrays are written (a buffer's slice updates
     # are where a value's last reader comes after its copy), never where the finite checks
     # read adjoints at a group's end, nor in a loop body run once per trip.
-    temps = (_Temporaries(graph, outputs, graph.meta.get("values") or {})
+    temps = (_Temporaries(graph, outputs, graph.meta.get("values") or {}, survey)
              if target == "numpy" and not spec.check_finite and not spec.body_only
              else None)
     if temps is not None and not temps.readers:
@@ -309,19 +307,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if not is_statement:
             update = temps.update(node, args, names, exprs, renamed) if temps is not None else None
             if update is not None:  # g *= a: the value is left in a dead temporary's array
-                line, expr = update
+                lines, expr = update
                 size = 1
-                if line is not None:
+                if lines:
                     if node.loc is not None and node.loc != group_loc and node.role == "bwd":
                         body.append(_comment_for_group(node.loc))
                         group_loc = node.loc
-                    reused = line.split(" ", 1)[0]
-                    if reused not in temps.announced:  # (a name then holds something new)
-                        temps.announced.add(reused)
-                        body.append(layout.statement(
-                            f"# {reused} is not read again: its array is reused", depth))
-                    body.append(layout.statement(line, depth))
-                    code_parts.append(line)
+                    body.extend(layout.statement(text, depth) for text in lines)
+                    code_parts.append(lines[-1])
             exprs[node] = expr
             inlined[node] = size
             if note:
@@ -542,16 +535,14 @@ class _Temporaries:
     optimize/early_writes.py puts a copy of it into a buffer ahead of its last read. NumPy
     only: the array-API target has no in-place updates."""
 
-    def __init__(self, graph: Graph, outputs, values):
+    def __init__(self, graph: Graph, outputs, values, survey: _Survey):
         self.carried: dict[Node, tuple[Node, bool]] = {}  # value -> (its array, negated)
         self.announced: set[str] = set()  # the temporaries whose reuse a comment has said
         self.readers: dict[Node, list[Node]] = {}  # per temporary: every node reading it
-        # the reader of each value (of an inlined value, the only one): where it is read
-        self.reader: dict[Node, Node] = {}
-        # The distinct avals first, in C: scalar code shares a few, none of them an array
-        avals = list(itertools.chain.from_iterable(map(_AVALS, graph.nodes)))
-        if not any(aval.py is None and aval.shape != ()
-                   for aval in dict(zip(map(id, avals), avals)).values()):
+        # the last reader of each value (of an inlined value, the only one): where it is read
+        self.reader: dict[Node, Node] = survey.last_reader
+        # The distinct avals first (the survey's): scalar code shares a few, none an array
+        if not any(aval.py is None and aval.shape != () for aval in survey.avals):
             return
         for node in graph.nodes:
             if node.op.name not in _MADE or len(node.avals) != 1:
@@ -568,7 +559,6 @@ class _Temporaries:
         renames = {}  # grad_d = <a product>: the rename owns the array its only reader made
         for node in graph.nodes:
             for slot, ref in enumerate(node.inputs):
-                self.reader[ref.node] = node
                 readers = self.readers.get(ref.node)
                 if readers is None:
                     continue
@@ -586,9 +576,10 @@ class _Temporaries:
             del self.readers[node]
 
     def update(self, node: Node, args, names: dict[Node, str], exprs, renamed):
-        """For an inlined ``node``: (the in-place statement or None, its expression), when
+        """For an inlined ``node``: (the lines of its in-place update, its expression), when
         its value is left in a dead temporary's array; None otherwise (and for a value only
-        renamed after: ``grad_y = grad_x`` would hide what the update made)."""
+        renamed after: ``grad_y = grad_x`` would hide what the update made). The first update
+        of an array says so in a comment above it: its name then holds something new."""
         op = node.op.name
         if op != "neg" and op not in _UPDATES or node in renamed:
             return None
@@ -604,13 +595,17 @@ class _Temporaries:
         name = names[temp]
         if op == "neg":
             self.carried[node] = (temp, not negated)
-            return None, self._value(name, not negated)
+            return (), self._value(name, not negated)
         symbol = _UPDATES[op][negated]
         other = node.inputs[1 - slot].node
         if symbol is None or slot and op in ("sub", "div") or other is ref.node:
             return None  # b - g, b / g and g * g have no in-place form here
         self.carried[node] = (temp, negated)
-        return f"{name} {symbol} {args[1 - slot].text}", self._value(name, negated)
+        lines = [f"{name} {symbol} {args[1 - slot].text}"]
+        if name not in self.announced:
+            self.announced.add(name)
+            lines.insert(0, f"# {name} is not read again: its array is reused")
+        return lines, self._value(name, negated)
 
     def _dead(self, value: Node, reader: Node, names: dict[Node, str], exprs):
         readers = self.readers.get(value)
@@ -697,18 +692,13 @@ class _Liveness:
     Views, arguments, buffers written in place and returned values are left alone.
     An inlined expression reads its operands where the statement that holds it runs."""
 
-    def __init__(self, graph: Graph, writes, has_writes: bool = True, avals=None):
+    def __init__(self, graph: Graph, writes, has_writes: bool, avals):
         self.readers: dict[Node, int] = {}  # reads still to run, per large named value
         self.pending: dict[Node, list[Node]] = {}  # inlined node -> the values it reads
         written = ({n.inputs[0].node for n in graph.nodes if n.op.extra.get("statement")}
                    if has_writes else set())
         returned = {r.node for r in graph.outputs}
-        # The distinct avals first (scalar code shares a few: nothing is ever large); the
-        # emitter's survey of the graph has them
-        if avals is None:
-            tuples = list(map(_AVALS, graph.nodes))
-            avals = itertools.chain.from_iterable(dict(zip(map(id, tuples), tuples)).values())
-        avals = list(avals)
+        # The distinct avals first (the survey's: scalar code shares a few, none ever large)
         if not any(aval.py is None and aval.size * aval.dtype.itemsize >= DEL_MIN_BYTES
                    for aval in dict(zip(map(id, avals), avals)).values()):
             return
