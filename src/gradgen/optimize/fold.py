@@ -11,7 +11,7 @@ from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
 from ..peephole import identical_input
 from .rewrite import Rewriter
-from .scalars import broadcast_outward, seed_outward
+from .scalars import Readers, broadcast_outward, negation_inward, seed_outward
 from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
 
 
@@ -80,6 +80,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             node = node.inputs[0].node
             outputs.add(node)
     nodes = graph.nodes
+    readers = Readers(graph)
     looked = scan(graph).foldable
     done = 0
     if looked is not None:
@@ -87,7 +88,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         # are looked at, and when none applies (scalar code, usually) that is all.
         for i in itertools.compress(range(len(nodes)), map(looked.__contains__, nodes)):
             rw.nodes += nodes[done:i]
-            _fold_node(nodes[i], nodes[i], rw, outputs)
+            _fold_node(nodes[i], nodes[i], rw, outputs, readers)
             done = i + 1
             if rw.subst:
                 break
@@ -99,11 +100,12 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         if looked is not None and new is node and node not in looked:
             keep(node)
         else:
-            _fold_node(node, new, rw, outputs)
+            _fold_node(node, new, rw, outputs, readers)
     return rw.result(), rw.changed
 
 
-def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
+def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node],
+               readers: Readers) -> None:
     """Keep ``new`` (``node`` with its inputs resolved), or replace ``node`` by what a
     rewrite makes of it."""
     name = node.op.name
@@ -146,6 +148,11 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
     if shed is not None:
         rw.add(shed)
         rw.replace(node, shed[-1].out)
+        return
+    inward = negation_inward(node, new, readers) if node.op.name == "neg" else None
+    if inward is not None:
+        rw.add(inward)
+        rw.replace(node, inward[-1].out)
         return
     simpler = _unbroadcast(new)
     if simpler is not None:
