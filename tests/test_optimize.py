@@ -528,6 +528,30 @@ def test_a_negation_stays_where_it_is_free_or_its_product_is_shared():
         assert len(_array_negations(graph)) == 1, fn.__name__
 
 
+def test_a_number_written_through_an_index_array_is_not_broadcast_first():
+    """The gradient of mean(x[idx]) adds one number at every index: np.add.at broadcasts it
+    (a repeated index adds it again), the array-API one-hot sum gets it broadcast, and the
+    second derivative still sums what the number received."""
+    def f(x, idx):
+        return np.mean(x[idx]) + np.sum(x * x)
+
+    x, idx = np.array([0.5, -1.0, 2.0]), np.array([0, 2, 0])
+    text = _grad_source(f, x, idx)
+    assert "np.add.at(grad_x_part, idx, grad_out / 3.0)" in text and "broadcast" not in text
+    np.testing.assert_allclose(gradgen.grad(f)(x, idx), np.array([2.0, 0.0, 1.0]) / 3 + 2 * x)
+    np.testing.assert_array_equal(gradgen.hessian(f)(x, idx), 2 * np.eye(3))
+
+    def loss(logp, y):
+        return -np.mean(logp[np.arange(4), y])
+
+    logp, y = np.linspace(-2.0, -0.1, 12).reshape(4, 3), np.array([2, 0, 1, 2])
+    expected = np.zeros((4, 3))
+    expected[np.arange(4), y] = -0.25
+    for target in ("numpy", "array-api"):
+        module = run_emitted(gradgen.emit(loss, logp, y, target=target))
+        np.testing.assert_array_equal(module["loss_grad"](logp, y), expected)
+
+
 def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():
     rng = np.random.default_rng(1)
     args = (0.4 * rng.normal(size=(4, 4)), rng.normal(size=(4, 3)), rng.normal(size=4),

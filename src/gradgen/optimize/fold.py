@@ -32,10 +32,21 @@ def _owned_by_caller(ref: Ref) -> bool:
     return node.op.name in ("input", "const", "seed")
 
 
+_SCATTERS = ("index_update", "index_add")  # a[idx] = v, np.add.at(a, idx, v): v broadcasts
+
+
 def _unbroadcast(node: Node) -> Node | None:
     """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``, and ``np.where(m, 0.0,
     broadcast_to(g, S))`` with m of shape S is ``np.where(m, 0.0, g)``: NumPy broadcasts
-    anyway, as long as another input already has the result's shape."""
+    anyway, as long as another input already has the result's shape. So does a write through
+    an index array of a broadcast number: ``np.add.at(g, idx, s)`` is the gradient of
+    ``mean(x[idx])``. (Not a slice write: optimize/pieces.py cuts its value in slices.)"""
+    if node.op.name in _SCATTERS and len(node.inputs) > 2:
+        value = node.inputs[1].node
+        if value.op.name == "broadcast_to" and value.inputs[0].aval.shape == () \
+                and value.inputs[0].aval.dtype == value.aval.dtype:
+            return node.with_inputs((node.inputs[0], value.inputs[0], *node.inputs[2:]))
+        return None
     if not node.op.elementwise or len(node.inputs) < 2:
         return None
     ins = list(node.inputs)
