@@ -455,10 +455,11 @@ logaddexp = _binary(
     ("d logaddexp(u, v)/du = sigmoid(u - v)", "d logaddexp(u, v)/dv = sigmoid(v - u)"))
 logaddexp2 = _binary(
     "logaddexp2", None, np.logaddexp2,
-    (lambda g, ans, x, y: g * exp2(x - ans), lambda g, ans, x, y: g * exp2(y - ans)),
+    (lambda g, ans, x, y: g * _sigmoid((x - y) * LN2),
+     lambda g, ans, x, y: g * _sigmoid((y - x) * LN2)),
     lambda x, y: sp.log(2 ** x + 2 ** y, 2), (REALS, REALS),
-    ("d logaddexp2(u, v)/du = exp2(u - logaddexp2(u, v))",
-     "d logaddexp2(u, v)/dv = exp2(v - logaddexp2(u, v))"))
+    ("d logaddexp2(u, v)/du = sigmoid((u - v) * log(2))",
+     "d logaddexp2(u, v)/dv = sigmoid((v - u) * log(2))"))
 heaviside = _binary(
     "heaviside", None, np.heaviside,
     (lambda g, ans, x, h0: zeros_like(x), lambda g, ans, x, h0: where(x == 0, g, 0.0)),
