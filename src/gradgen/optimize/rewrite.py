@@ -6,6 +6,10 @@ import numpy as np
 
 from ..abstract import Pending, abstract_value, shaped_value
 from ..ir import Graph, Node, Ref
+from ..ops import OPS
+from ..peephole import names_adjoint
+
+_ADJOINT = OPS["adjoint"]
 
 
 class Rewriter:
@@ -64,7 +68,14 @@ class Rewriter:
                 self.values[node] = node.op.impl(*args, **node.attrs)
 
     def replace(self, node: Node, ref: Ref) -> None:
-        """Every reader of ``node`` (single output) reads ``ref`` instead."""
+        """Every reader of ``node`` (single output) reads ``ref`` instead. A value's adjoint
+        keeps its name and its place: ``grad_y = <what replaces it>``, an ``adjoint`` rename
+        (what reverse mode writes where a rule's node cannot carry the name)."""
+        if names_adjoint(node) and (ref.node.name != node.name or ref.index != 0):
+            renamed = Node(_ADJOINT, (ref,), {}, (ref.node.avals[ref.index],), node.loc,
+                           node.name, node.role, origin=node.origin)
+            self.add((renamed,))
+            ref = renamed.out
         self.subst[Ref(node, 0)] = ref
         if ref.index == 0:  # the same value: it holds what node was said to hold
             ref.node.takes_hints_of(node)
