@@ -80,8 +80,12 @@ def _const(value) -> Node:
 
 
 def _bwd(op, inputs, like, name=None) -> Node:
-    return Node(OPS[op], tuple(r.out for r in inputs), {}, (aval_of(like),), name=name,
+    """A backward node; named, the whole adjoint of a value of that name (as reverse makes)."""
+    node = Node(OPS[op], tuple(r.out for r in inputs), {}, (aval_of(like),), name=name,
                 role="bwd")
+    if name is not None:
+        node.grad_of = _input(like, 9, name.removeprefix("grad_"))
+    return node
 
 
 def test_a_pass_that_replaces_a_named_adjoint_keeps_its_name():
@@ -120,7 +124,7 @@ def test_no_rewrite_looks_through_a_named_adjoint():
     inner = _bwd("neg", (x,), 1.0, "grad_y")
     outer = Node(OPS["neg"], (inner.out,), {}, (aval_of(1.0),), role="bwd")
     assert identical_input("neg", outer.inputs, {}, outer.aval) is None
-    inner.name = None  # an unnamed negation is looked through: -(-x) is x
+    inner.name = inner.grad_of = None  # an unnamed negation is looked through: -(-x) is x
     assert identical_input("neg", outer.inputs, {}, outer.aval) == x.out
     # a sum whose first term is another value's whole adjoint stays two statements
     a, b = _input(1.0, 0, "a"), _input(2.0, 1, "b")

@@ -43,11 +43,12 @@ def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
 
 def names_adjoint(node: Node) -> bool:
     """Does ``node`` carry a value's adjoint under its name (``grad_y``)? Reverse mode names
-    the node a rule made for a value's whole adjoint, instead of renaming it in an ``adjoint``
-    node (reverse._own_statement). Such a node is a statement of its own, as the rename was:
-    a rewrite never looks through it into a reader (``-(-g)``, ``x.T.T``, a sum's first
-    term), or the name, and the line, would be gone."""
-    return node.name is not None and node.role == "bwd" and node.op.name != "seed"
+    the node a rule made for a value's whole adjoint (and says whose: ``grad_of``), instead
+    of renaming it in an ``adjoint`` node (reverse._own_statement). Such a node is a
+    statement of its own, as the rename was: a rewrite never looks through it into a reader
+    (``-(-g)``, ``x.T.T``, a sum's first term), or the name, and the line, would be gone.
+    (A partial sum, ``grad_x_partial``, is only a step of one: passes may merge it.)"""
+    return node.grad_of is not None and node.name is not None
 
 
 # --- identities -----------------------------------------------------------------------------

@@ -350,6 +350,7 @@ def _combine(entries, node: Node):
         loc = made.loc if user.op.name == "function_output" else user.loc
         if _own_statement(made, loc, origin):
             made.name = f"grad_{node.name}"  # the rule's own node: no rename to add
+            made.grad_of = node
             return first
         _note_adjoint(made, node)
         return _named(first, f"grad_{node.name}", loc, origin)
@@ -376,6 +377,7 @@ def _combine(entries, node: Node):
             made = g.ref.node
             if node.name and _own_statement(made, loc, None):
                 made.name = f"grad_{node.name}"  # the fused sum itself: no rename to add
+                made.grad_of = node
             else:
                 _note_adjoint(made, node)  # a buffer it is built in: grad_<name> too
                 if node.name:

@@ -70,8 +70,10 @@ class Rewriter:
     def replace(self, node: Node, ref: Ref) -> None:
         """Every reader of ``node`` (single output) reads ``ref`` instead. A value's adjoint
         keeps its name and its place: ``grad_y = <what replaces it>``, an ``adjoint`` rename
-        (what reverse mode writes where a rule's node cannot carry the name)."""
-        if names_adjoint(node) and (ref.node.name != node.name or ref.index != 0):
+        (what reverse mode writes where a rule's node cannot carry the name; a write into an
+        array, ``g[i] += v``, prints under its array's name, so it is renamed too)."""
+        if names_adjoint(node) and (ref.node.name != node.name or ref.index != 0
+                                    or ref.node.op.extra.get("statement")):
             renamed = Node(_ADJOINT, (ref,), {}, (ref.node.avals[ref.index],), node.loc,
                            node.name, node.role, origin=node.origin)
             self.add((renamed,))
@@ -79,6 +81,8 @@ class Rewriter:
         self.subst[Ref(node, 0)] = ref
         if ref.index == 0:  # the same value: it holds what node was said to hold
             ref.node.takes_hints_of(node)
+            if node.name is not None and ref.node.name == node.name and ref.node.grad_of is None:
+                ref.node.grad_of = node.grad_of  # (a rewrite that built it under the name)
         self.changed = True
 
     def result(self) -> Graph:
