@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import gradgen
 from gradgen.ir import Graph, Node, aval_of
 from gradgen.ops import OPS
@@ -140,3 +142,18 @@ def test_optimized_graphs_keep_every_adjoint_name():
         names = {n.name for n in joint.nodes if names_adjoint(n) or n.op.name == "adjoint"}
         optimized = optimize(joint, verify=True)
         assert names <= {n.name for n in optimized.nodes}
+
+
+def rows_read_many_times(x):
+    total = 0.0
+    for i in range(20):
+        total = total + x[i] * 2.0
+    return total
+
+
+def test_a_long_fused_sum_of_rows_is_still_one_buffer():
+    """Past MAX_FUSED_TERMS a sum continues in a partial sum (grad_x_partial): a step of one
+    adjoint, not an adjoint of its own, so the slice updates still gather all twenty rows."""
+    source = gradgen.emit(rows_read_many_times, np.linspace(0.0, 1.0, 20), loops="unroll")
+    assert "_scatter(" not in source
+    assert "grad_x_partial[19] += " in source or "grad_x[19] += " in source
