@@ -332,7 +332,9 @@ def _fit(c, ref: Ref):
 
 def _combine(entries, node: Node):
     """One adjoint from all contributions: a single fused sum in forward-use order, named
-    ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
+    ``grad_<name>`` when the user named the value (the node that computes it takes the name
+    when it can, _own_statement; else an ``adjoint`` node renames it). It is placed at the
+    first user's line."""
     if not entries:
         return None
     if len(entries) == 1:  # (most values: one use, nothing to add up)
@@ -419,9 +421,11 @@ def _own_statement(made: Node, loc, origin) -> bool:
     """May ``made``, the node a rule (or the fused sum) just recorded as a value's whole
     adjoint, carry the name ``grad_<name>`` itself, in place of an ``adjoint`` node renaming
     it? When it is an ordinary backward op that says nothing of its own (no name, no hint, no
-    adjoint's) at the place and rule the rename would have had: the emitted statement is then
-    the same, and the graph has one node fewer. Anything else (the seed, another value's
-    adjoint, a forward value, a constant, a node of another line) keeps the rename."""
+    adjoint's) at the line and rule the rename would have had: the statement then reads the
+    same (``grad_y = <what the rule computes>``, under the same comment), standing where the
+    rule made it, and the graph has one node fewer per named value. Anything else (the seed,
+    another value's adjoint, a forward value, a constant, a write into an array) keeps the
+    rename: ``grad_a = grad_c``."""
     op = made.op
     return (made.role == "bwd" and made.name is None and made.grad_of is None
             and made.hint is None and made.origin is origin
