@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
-from ..peephole import identical_input
+from ..peephole import identical_input, names_adjoint
 from .rewrite import Rewriter
 from .scalars import Readers, broadcast_outward, negation_inward, seed_outward
 from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
@@ -51,7 +51,7 @@ def _unbroadcast(node: Node) -> Node | None:
         return None
     ins = list(node.inputs)
     for i, ref in enumerate(ins):
-        if ref.node.op.name == "broadcast_to" and any(
+        if ref.node.op.name == "broadcast_to" and not names_adjoint(ref.node) and any(
                 other.aval.shape == node.aval.shape for k, other in enumerate(ins) if k != i):
             ins[i] = ref.node.inputs[0]
             return node.with_inputs(ins)
@@ -62,7 +62,8 @@ def _collapsed_view(node: Node) -> Node | None:
     """``x.T.T`` is ``np.transpose(x, (0, 1))`` (which ``_identity`` then drops), and
     ``x.reshape(a).reshape(b)`` is ``x.reshape(b)``: one view of x instead of two."""
     name = node.op.name
-    if name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name:
+    if (name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name
+            or names_adjoint(node.inputs[0].node)):
         return None
     inner = node.inputs[0].node
     x = inner.inputs[0]
@@ -139,7 +140,8 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node],
         same = None
     if same is not None:
         rw.replace(node, same)
-        if new.name and same.node.name is None and same.node.role == new.role:
+        if (new.name and same.node.name is None and same.node.role == new.role
+                and not names_adjoint(new)):  # (an adjoint's name: replace renamed it)
             same.node.name = new.name
         return
     # The rewrites below are tried only where they can apply (each also checks): most

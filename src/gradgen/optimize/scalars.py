@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir import Node, Ref, aval_of
 from ..ops import OPS
+from ..peephole import names_adjoint
 
 
 def _is_const(ref: Ref) -> bool:
@@ -27,7 +28,8 @@ def broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
         return None
     scalars, broadcast = [], False
     for ref in node.inputs:
-        if ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ():
+        if (ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ()
+                and not names_adjoint(ref.node)):
             scalars.append(ref.node.inputs[0])
             broadcast = True
         elif ref.aval.shape == ():
@@ -65,7 +67,7 @@ def broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
 def _seed_times(ref: Ref) -> Ref | None:
     """k when ``ref`` is ``seed * k`` (or ``k * seed``): the seed of ``grad`` is 1."""
     node = ref.node
-    if node.op.name != "mul":
+    if node.op.name != "mul" or names_adjoint(node):
         return None
     a, b = node.inputs
     return b if a.node.op.name == "seed" else a if b.node.op.name == "seed" else None
