@@ -1,5 +1,6 @@
 """Scalars stay scalars: broadcasts of scalars, and the seed of ``grad``, moved out of the
-elementwise arithmetic of arrays, so ``np.broadcast_to(grad_out, S) * 2 * y`` is ``2 * y``."""
+elementwise arithmetic of arrays, so ``np.broadcast_to(grad_out, S) * 2 * y`` is ``2 * y``;
+and the negation of a product moved onto its scalar factor, ``-(s * E)`` as ``(-s) * E``."""
 
 from __future__ import annotations
 
@@ -171,7 +172,8 @@ def negation_inward(node: Node, new: Node, readers: Readers) -> list[Node] | Non
     if not new.aval.shape or new.aval.dtype.kind != "f":
         return None
     product = new.inputs[0].node
-    if product.op.name not in ("mul", "div") or len(product.inputs) != 2:
+    if product.op.name not in ("mul", "div") or len(product.inputs) != 2 or names_adjoint(
+            product):  # grad_y = s * E is a statement of its own: its name stays
         return None
     size = new.aval.size
     for i, ref in enumerate(product.inputs):
