@@ -351,68 +351,61 @@ class Trace:
 
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
-    row = _ROWS.get(op)
-    if row is None:
-        row = _row(op)
+    impl, signed, lookup = _ROWS.get(op) or _row(op)
     # Python numbers only, traced in one trace? (scalar code, and every backward of it: one
-    # or two traced operands are the common cases, tested without a loop)
+    # or two traced operands are the common cases, tested without a loop.) Then: no
+    # lifting, nothing pending, nothing to broadcast; computed at once (free for a number,
+    # and a derivative that does not exist there is reported where it is made)
     if len(args) == 2 and type(a := args[0]) is Tracer and type(b := args[1]) is Tracer and (
             a._trace is b._trace and type(a._value) in _PY_AVALS
             and type(b._value) in _PY_AVALS):
         trace = a._trace
-        values, refs = (a._value, b._value), (a.ref, b.ref)
-        numbers = False
+        out = impl(a._value, b._value, **attrs) if attrs else impl(a._value, b._value)
+        refs = (a.ref, b.ref)
+        constant = trace.constant and _made_of_constants(trace, refs)
     elif len(args) == 1 and type(a := args[0]) is Tracer and type(a._value) in _PY_AVALS:
         trace = a._trace
-        values, refs = (a._value,), (a.ref,)
-        numbers = False
+        out = impl(a._value, **attrs) if attrs else impl(a._value)
+        refs = (a.ref,)
+        constant = trace.constant and a.ref.node in trace.constant
     else:
-        found = _number_operands(args)
+        found = _number_operands(op, args)
         if found is None:
             return _bind_general(op, args, attrs)
-        trace, values, refs = found
+        trace, values, refs, constant = found
         if trace is None:
             return op.impl(*args, **attrs)
-        numbers = None in refs  # constant operands, made nodes below
-    constant = False
-    if trace.constant:  # (no node is constant in most traces: the set is empty)
-        constant = all(ref is None or ref.node in trace.constant for ref in refs)
-    # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
-    # number, and a derivative that does not exist there is reported where it is made)
-    if numbers:
-        refs = tuple(ref or _const_ref(trace, op, a, args)
-                     for ref, a in zip(refs, args, strict=True))
-    impl, signed, lookup = row
-    shared = trace.shared
-    if shared is not None and signed:  # (_may_carry_sign's first test, inline)
-        last = refs[-1].node
-        if last.role == "bwd" and last.op.name in _MAY_BE_NEGATED and _may_carry_sign(
-                op.name, refs):
-            cancelled = _signs_cancelled(trace, op, refs)
-            if cancelled is not None:
-                return cancelled
-    out = impl(*values, **attrs) if attrs else impl(*values)
-    aval = _PY_AVALS.get(type(out))
-    if aval is None or lookup is _SEVERAL:  # a NumPy value from numbers (np.sign(0.5)), or
+        out = impl(*values, **attrs)
+    avals = PY_NUMBER_AVALS.get(type(out))  # (one shared tuple per kind of number, as Node's)
+    if avals is None or lookup is _SEVERAL:  # a NumPy value from numbers (np.sign(0.5)), or
         return _record(trace, op, refs, attrs, out, constant, args)  # several: as usual
     key = None
-    if shared is not None and lookup is not _NEVER:  # (Shared.find, its common case inline)
-        ask = attrs or lookup is _SAME_VALUE_IDENTITY
-        if lookup is _IDENTITY and not ask:
-            for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
-                if ref.node.op.name in _CONST_OR_NEG:
-                    ask = True
-                    break
-        if ask:
-            same, key = shared.find(op, refs, attrs, aval)
-            if same is not None:
-                return new_tracer(trace, same, out)
-        else:
-            key = (op.name, refs)
-            same = shared.known.get(key)
-            if same is not None:
-                return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
-    # new_node(op, refs, attrs, (aval,), loc, None, trace.role, origin) written out
+    shared = trace.shared
+    if shared is not None:  # reverse mode: what the graph already has is not made again
+        if signed:  # (_may_carry_sign's first test, inline; the same sign of zero: exact)
+            last = refs[-1].node
+            if last.role == "bwd" and last.op.name in _MAY_BE_NEGATED and _may_carry_sign(
+                    op.name, refs):
+                cancelled = _signs_cancelled(trace, op, refs)
+                if cancelled is not None:
+                    return cancelled
+        if lookup is not _NEVER:  # (Shared.find, its common case inline)
+            ask = attrs or lookup is _SAME_VALUE_IDENTITY
+            if lookup is _IDENTITY and not ask:
+                for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
+                    if ref.node.op.name in _CONST_OR_NEG:
+                        ask = True
+                        break
+            if ask:
+                same, key = shared.find(op, refs, attrs, avals[0])
+                if same is not None:
+                    return new_tracer(trace, same, out)
+            else:
+                key = (op.name, refs)
+                same = shared.known.get(key)
+                if same is not None:
+                    return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
+    # new_node(op, refs, attrs, avals, loc, None, trace.role, origin) written out
     site = trace.site
     loc = site.loc or _user_loc()  # (first: the naming watcher reads the next serial)
     SERIALS.peek += 1
@@ -421,7 +414,7 @@ def bind(op, args, attrs) -> object:
     node.op = op
     node.inputs = refs
     node.attrs = attrs
-    node.avals = PY_NUMBER_AVALS[aval.py]  # (one shared tuple per kind of number, as Node's)
+    node.avals = avals
     node.loc = loc
     node.name = None
     node.role = trace.role
@@ -459,10 +452,12 @@ def _row(op) -> tuple:
     return row
 
 
-def _number_operands(args):
+def _number_operands(op, args):
     """bind's operands when each is a Python number, traced (in one trace) or not:
-    (trace, values, refs) with None for the refs of the untraced ones and no trace when
-    none is; None when some operand is anything else (bind's general path)."""
+    (trace, values, refs, constant), the untraced ones made constant nodes, and no trace
+    when none is traced; None when some operand is anything else (bind's general path).
+    (No lifting, nothing pending, nothing to broadcast: bind computes the op at once, free
+    for a number, and a derivative that does not exist there is reported where it is made.)"""
     trace = None
     values, refs = [], []
     for a in args:
@@ -481,7 +476,22 @@ def _number_operands(args):
             refs.append(None)
         else:
             return None
-    return trace, values, tuple(refs)
+    if trace is None:
+        return None, values, refs, False
+    constant = trace.constant and _made_of_constants(trace, [r for r in refs if r is not None])
+    for i, ref in enumerate(refs):
+        if ref is None:
+            refs[i] = _const_ref(trace, op, args[i], args)
+    return trace, values, tuple(refs), constant
+
+
+def _made_of_constants(trace, refs) -> bool:
+    """Does every one of ``refs`` depend on no input (``trace.constant``)?"""
+    constant = trace.constant
+    for ref in refs:
+        if ref.node not in constant:
+            return False
+    return True
 
 
 def _bind_general(op, args, attrs):
