@@ -15,11 +15,14 @@ from .scan import scan
 def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     """add_n(add_n(a, b), c) -> add_n(a, b, c) when the inner sum has no other reader.
     Only the first operand is flattened, so the order of the additions never changes."""
-    # Which sums merge is decided on the graph as given: the optimizer's scan lists the sums
-    # whose first term is a sum (most graphs have none by the second round), and a graph
-    # without one that may take in its inner sum is handed back without a rewrite.
-    nested = [n for n in scan(graph).nested_sums
-              if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n and _fits(n)]
+    # Which sums merge is decided on the graph as given: the optimizer's scan says whether
+    # there is a nested sum at all (most graphs have none by the second round), and a graph
+    # without one is handed back without a rewrite.
+    if not scan(graph).nested_sums:
+        return graph, False
+    nested = [n for n in graph.nodes
+              if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n
+              and _fits(n)]
     if not nested:
         return graph, False
     uses = graph.uses()

@@ -1,14 +1,12 @@
 """One look at a graph for what the passes may find: most graphs reach the optimizer with
 nothing for cse or fold (reverse records the backward without duplicates or identities),
-and one look at the nodes and their inputs says so for every pass."""
+and one walk over the nodes and their inputs says so for every pass."""
 
 from __future__ import annotations
 
-import itertools
-import operator
 from dataclasses import dataclass
 
-from ..ir import Graph, Node
+from ..ir import PY_NUMBER_AVALS, Graph, Node
 from ..peephole import NO_DUPLICATES, UNIQUE, is_number, node_key
 
 # fold: not folded (side effects, names, the visible seed)
@@ -21,11 +19,12 @@ BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
 SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
 WEIGHTY = {"const", "broadcast_to"}  # what a rewrite of more than -(-x) needs among them
 _SCAN = "optimize.scan"  # graph.meta key
+_FLOAT_AVALS = PY_NUMBER_AVALS[float]
 
 
 @dataclass(frozen=True, eq=False)
 class Scan:
-    """What one look found. ``foldable`` is, for scalar code, every node a fold rewrite may
+    """What one walk found. ``foldable`` is, for scalar code, every node a fold rewrite may
     apply to (a superset: fold decides), and None for code with arrays (fold looks at every
     node). Valid while the graph's nodes are ``nodes``."""
 
@@ -33,12 +32,7 @@ class Scan:
     ops: set[str]  # the names of the ops in the graph
     duplicates: bool  # do two nodes have one cse key?
     foldable: set[Node] | None
-    nested_sums: list[Node]  # the sums whose first term is a sum, in order (a superset)
-
-
-_OP = operator.attrgetter("op")
-_INPUTS = operator.attrgetter("inputs")
-_AVALS = operator.attrgetter("avals")
+    nested_sums: bool  # is the first term of some sum a sum (flatten_sums)?
 
 
 def scan(graph: Graph) -> Scan:
@@ -48,76 +42,62 @@ def scan(graph: Graph) -> Scan:
     found = graph.meta.get(_SCAN)
     if found is not None and found.nodes == nodes:
         return found
-    # This runs on every node of the joint graph, so what it asks of every node is asked in C
-    # (maps of attrgetters and of set methods): the node's op, its avals, whether it reads a
-    # special node. Python looks only at the few nodes that answer yes: the sums, the
-    # special nodes, and those that read them.
-    ops = set(map(_OP, nodes))
-    names = {op.name for op in ops}
-    proven = graph.meta.get(NO_DUPLICATES)  # reverse proved these very nodes have none
-    duplicates = (proven is None or proven != nodes) and _has_duplicates(nodes)
-    sums = _of(nodes, {op for op in ops if op.name == "add_n"})
-    nested_sums = [node for node in sums if node.inputs
-                   and node.inputs[0][0].op.name == "add_n"]
-    avals = list(map(_AVALS, nodes))  # (most nodes of scalar code share one avals tuple)
-    distinct = dict(zip(map(id, avals), avals)).values()  # (an Aval hashes in Python)
-    scalar = all(not aval.shape for node_avals in distinct for aval in node_avals)
-    foldable = _foldable(nodes, ops, sums) if scalar else None
-    found = Scan(list(nodes), names, duplicates, foldable, nested_sums)
-    graph.meta[_SCAN] = found
-    return found
-
-
-def _of(nodes: list[Node], ops: set) -> list[Node]:
-    """The nodes whose op is one of ``ops``, in order (the test in C)."""
-    if not ops:
-        return []
-    return list(itertools.compress(nodes, map(ops.__contains__, map(_OP, nodes))))
-
-
-def _foldable(nodes: list[Node], ops: set, sums: list[Node]) -> set[Node]:
-    """Scan.foldable of scalar code: a node whose op fold may rewrite by name, a sum of a
-    value with itself, or one that reads a constant, the seed, a negation or a broadcast and
-    passes ``may_fold_scalar`` (only -(-x) when what it reads is the seed or a negation)."""
-    foldable = set(_of(nodes, {op for op in ops if op.name in BY_NAME}))
-    foldable.update(node for node in sums if len(node.inputs) == 2
-                    and node.inputs[0] == node.inputs[1])
-    special: set[tuple] = set()  # the Refs of the special nodes, and of the weighty ones
-    weighty: set[tuple] = set()
+    # One walk (it runs on every node of the joint graph): the special nodes and the unit
+    # constants are collected on the way, before anything reads them (the order is
+    # topological), and most nodes of scalar code hold the one shared avals tuple of a float.
+    special: set[tuple] = set()  # what a node reads from the special nodes: their Refs
+    weighty: set[tuple] = set()  # those of the constants and broadcasts among them
     units: set[Node] = set()  # the constants of x * 1, x + 0
-    for node in _of(nodes, {op for op in ops if op.name in SPECIAL_INPUTS}):
-        outs = [(node, i) for i in range(len(node.avals))]
-        special.update(outs)
-        if node.op.name in WEIGHTY:
-            weighty.update(outs)
-            if node.op.name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
-                units.add(node)
-    readers = itertools.compress(nodes, map(operator.not_, map(special.isdisjoint,
-                                                                map(_INPUTS, nodes))))
-    for node in readers:
-        if node in foldable:
-            continue
-        ins = node.inputs
-        if weighty.isdisjoint(ins):  # only the seed or a negation: -(-x) (may_fold_scalar)
-            if node.op.name == "neg" and ins[0][0].op.name == "neg":
-                foldable.add(node)
-        elif may_fold_scalar(node, units):
-            foldable.add(node)
-    return foldable
-
-
-def _has_duplicates(nodes: list[Node]) -> bool:
-    """Do two nodes of ``nodes`` (UNIQUE ones aside) have one cse key?"""
     plain: list[tuple] = []  # cse keys of the nodes without attributes (most of them)
     keyed: list[tuple] = []
+    foldable: set[Node] | None = set()
+    names: list[str] = []
+    nested_sums = False
+    # no cse keys where reverse proved there is no duplicate among these very nodes
+    proven = graph.meta.get(NO_DUPLICATES)
+    keys_wanted = proven is None or proven != nodes
     for node in nodes:
         name = node.op.name
-        if name not in UNIQUE:
+        names.append(name)
+        ins = node.inputs
+        if keys_wanted and name not in UNIQUE:
             if node.attrs:
-                keyed.append(node_key(name, node.inputs, node.attrs))
+                keyed.append(node_key(name, ins, node.attrs))
             else:
-                plain.append((name, node.inputs))
-    return len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed)
+                plain.append((name, ins))
+        if name in SPECIAL_INPUTS:
+            outs = [(node, i) for i in range(len(node.avals))]
+            special.update(outs)
+            if name in WEIGHTY:
+                weighty.update(outs)
+            if name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
+                units.add(node)
+        elif name == "add_n" and ins and ins[0][0].op.name == "add_n":
+            nested_sums = True
+        if foldable is None:
+            continue
+        avals = node.avals
+        if avals is not _FLOAT_AVALS:
+            for aval in avals:
+                if aval.shape:
+                    foldable = None
+                    break
+            if foldable is None:
+                continue
+        if name in BY_NAME:
+            foldable.add(node)
+        elif not special.isdisjoint(ins):
+            if weighty.isdisjoint(ins):  # only the seed or a negation: -(-x) (may_fold_scalar)
+                if name == "neg" and ins[0][0].op.name == "neg":
+                    foldable.add(node)
+            elif may_fold_scalar(node, units):
+                foldable.add(node)
+        elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
+            foldable.add(node)
+    duplicates = keys_wanted and (len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed))
+    found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
+    graph.meta[_SCAN] = found
+    return found
 
 
 def forget_scan(graph: Graph) -> Graph:
