@@ -490,6 +490,32 @@ def test_logaddexp_is_stable_far_out():
     assert g.dtype == np.float32
 
 
+def test_logaddexp_passes_a_sigmoid_without_overflow_or_its_own_value():
+    """d logaddexp(u, v)/dv = sigmoid(v - u), from exp(-|v - u|) only: no warning at
+    +-1000, inf and -inf give 1 and 0, the gradient alone never computes the forward
+    logaddexp (dearer than an exp), and the second derivative at u = v is 1/4 (an abs in the
+    rule would give abs's kink there, 0)."""
+    def softplus_sum(x):
+        return np.sum(np.logaddexp(0.0, x))
+
+    x = np.array([-np.inf, -1000.0, -30.0, -0.5, 0.0, 0.5, 30.0, 1000.0, np.inf])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # exp(-1000) is 0
+        g = gradgen.grad(softplus_sum)(x)
+    finite = x[1:-1]
+    expected = [1.0 / (1.0 + math.exp(-v)) if v >= 0 else math.exp(v) / (1.0 + math.exp(v))
+                for v in finite]
+    np.testing.assert_allclose(g[1:-1], expected, rtol=4 * np.finfo(float).eps)
+    assert g[0] == 0.0 and g[-1] == 1.0 and g[4] == 0.5
+    module = gradgen.emit(softplus_sum, x)
+    grad_only = module[module.index("def softplus_sum_grad("):module.index("def softplus_sum_v")]
+    code = [line.split("#")[0] for line in grad_only.split('"""')[-1].splitlines()]
+    assert not any("logaddexp" in line for line in code) and "np.logaddexp(" in module
+    for u in (0.0, 1.7, -2.3):
+        assert gradgen.hessian(lambda v, u=u: np.logaddexp(u, v) * 1.0)(u) == pytest.approx(0.25)
+    h = gradgen.hessian(lambda x: np.sum(np.logaddexp(x[0], x[1])))(np.array([0.4, 0.4]))
+    np.testing.assert_allclose(h, [[0.25, -0.25], [-0.25, 0.25]])
+
+
 def test_locally_constant_functions_pass_no_gradient():
     fns = [np.floor, np.ceil, np.trunc, np.rint, np.round, np.around, np.fix, np.sign,
            lambda x: np.round(x, 2), lambda x: np.round(x, -1), np.isfinite, np.isnan,

@@ -112,6 +112,11 @@ def filled(W, xs):
     return np.sum(h.sum(axis=1) ** 2) + np.sum(h[1] * h[-1])
 
 
+def negated(x, y):
+    p = 2.0 * y  # -p below stays an array negation: p is read twice
+    return np.mean(np.exp(-x)) + np.sum(np.exp(-(3.0 * x)) + np.exp(-p) * p)
+
+
 def unused(x, y, z):
     _waste = np.exp(y) * 3  # never reaches the output
     return x * x
@@ -130,6 +135,8 @@ CORPUS = [
     (banded, (np.linspace(-1.0, 1.5, 7, dtype=np.float32),), [0]),
     (filled, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
     (few_steps, (np.eye(3) * 0.5 + 0.1, np.arange(9.0).reshape(3, 3) / 10), [0, 1]),
+    (negated, (np.linspace(-1.0, 1.5, 5), np.linspace(0.5, 2.0, 5)), [0, 1]),
+    (negated, (np.linspace(-1.0, 1.5, 5, dtype=np.float32), np.float32(0.5)), [0, 1]),
 ]
 IDS = [c[0].__name__ for c in CORPUS]
 
@@ -483,6 +490,66 @@ def rnn(W, U, b, xs):
         h = np.tanh(W @ h + U @ xs[t] + b)
         total = total + np.sum(h * h)
     return total
+
+
+def _array_negations(graph: Graph) -> list[Node]:
+    return [n for n in graph.nodes if n.op.name == "neg" and n.aval.shape]
+
+
+def test_a_negated_product_negates_its_scalar_not_its_array():
+    """-(s * E) is (-s) * E and -(3.0 * x) is -3.0 * x, bit for bit: no pass over the array
+    for the sign (the backward of mean(exp(-x)) and of exp(-(3 * x)))."""
+    def f(x):
+        return np.mean(np.exp(-x)) + np.sum(np.exp(-(3.0 * x)))
+
+    for x in (np.linspace(-1.0, 1.5, 5), np.linspace(-1.0, 1.5, 5, dtype=np.float32)):
+        joint = _joint(f, (x,), [0])
+        assert sum(1 for n in _array_negations(joint) if n.role == "bwd")
+        graph = optimize(joint, verify=True)
+        assert [n.inputs[0].node.name for n in _array_negations(graph)] == ["x"]  # -x itself
+        _assert_identical(_run(graph, (x,)), _run(joint, (x,)))
+    text = _grad_source(f, np.ones(3))
+    assert "np.exp(-3.0 * x)" in text and "-(grad_out / 3.0) * np.exp(-x)" in text
+
+
+def test_a_negation_stays_where_it_is_free_or_its_product_is_shared():
+    """A negation a sum reads prints as a subtraction (free), and one of a product another
+    value reads too would cost one product more: both stay as written."""
+    def shared(x):
+        p = 2.0 * x
+        return np.sum(np.exp(-p) + p * p)
+
+    def summed(x, y):
+        return np.sum(y + -(2.0 * x))
+
+    x = np.linspace(-1.0, 1.5, 5)
+    for fn, args in ((shared, (x,)), (summed, (x, x[::-1].copy()))):
+        graph = optimize(trace_function(fn, args), verify=True)
+        assert len(_array_negations(graph)) == 1, fn.__name__
+
+
+def test_a_number_written_through_an_index_array_is_not_broadcast_first():
+    """The gradient of mean(x[idx]) adds one number at every index: np.add.at broadcasts it
+    (a repeated index adds it again), the array-API one-hot sum gets it broadcast, and the
+    second derivative still sums what the number received."""
+    def f(x, idx):
+        return np.mean(x[idx]) + np.sum(x * x)
+
+    x, idx = np.array([0.5, -1.0, 2.0]), np.array([0, 2, 0])
+    text = _grad_source(f, x, idx)
+    assert "np.add.at(grad_x_part, idx, grad_out / 3.0)" in text and "broadcast" not in text
+    np.testing.assert_allclose(gradgen.grad(f)(x, idx), np.array([2.0, 0.0, 1.0]) / 3 + 2 * x)
+    np.testing.assert_array_equal(gradgen.hessian(f)(x, idx), 2 * np.eye(3))
+
+    def loss(logp, y):
+        return -np.mean(logp[np.arange(4), y])
+
+    logp, y = np.linspace(-2.0, -0.1, 12).reshape(4, 3), np.array([2, 0, 1, 2])
+    expected = np.zeros((4, 3))
+    expected[np.arange(4), y] = -0.25
+    for target in ("numpy", "array-api"):
+        module = run_emitted(gradgen.emit(loss, logp, y, target=target))
+        np.testing.assert_array_equal(module["loss_grad"](logp, y), expected)
 
 
 def test_sums_of_outer_products_become_one_matmul_of_stacked_vectors():

@@ -41,6 +41,16 @@ def node_key(name: str, inputs: tuple[Ref, ...], attrs: dict):
     return (name, inputs, hashable(attrs))
 
 
+def names_adjoint(node: Node) -> bool:
+    """Does ``node`` carry a value's adjoint under its name (``grad_y``)? Reverse mode names
+    the node a rule made for a value's whole adjoint (and says whose: ``grad_of``), instead
+    of renaming it in an ``adjoint`` node (reverse._own_statement). Such a node is a
+    statement of its own, as the rename was: a rewrite never looks through it into a reader
+    (``-(-g)``, ``x.T.T``, a sum's first term), or the name, and the line, would be gone.
+    (A partial sum, ``grad_x_partial``, is only a step of one: passes may merge it.)"""
+    return node.grad_of is not None and node.name is not None
+
+
 # --- identities -----------------------------------------------------------------------------
 
 
@@ -79,7 +89,7 @@ def identical_input(name: str, ins: tuple[Ref, ...], attrs: dict, aval) -> Ref |
     elif (name == "sub" and is_number(ins[1], 0) or name == "div" and is_number(ins[1], 1)
           or name == "pow" and is_number(ins[1], 1)):
         candidates = [ins[0]]
-    elif name == "neg" and ins[0].node.op.name == "neg":
+    elif name == "neg" and ins[0].node.op.name == "neg" and not names_adjoint(ins[0].node):
         candidates = [ins[0].node.inputs[0]]
     elif name == "transpose":
         axes, ndim = attrs.get("axes"), ins[0].aval.ndim
@@ -104,7 +114,7 @@ def _rows_in_order(ins) -> Ref | None:
     for i, ref in enumerate(ins):
         node = ref.node
         if (node.op.name != "getitem" or len(node.inputs) != 1 or node.inputs[0] != whole
-                or node.attrs["index"] not in ((i,), (i - len(ins),))):
+                or node.attrs["index"] not in ((i,), (i - len(ins),)) or names_adjoint(node)):
             return None
     return whole
 
@@ -128,7 +138,7 @@ def negated_path(ref: Ref, sole: Node | None = None) -> list[Node] | None:
     head the path (-(-g * s) * t for a cos of a cos)."""
     node = ref.node
     if node.role != "bwd" or node.avals[ref.index].dtype.kind != "f" or (
-            node.grad_of is not None and node is not sole):
+            node.grad_of is not None and node is not sole) or node.name is not None:
         return None
     path = []
     while len(path) < _MAX_SIGN_DEPTH:

@@ -332,7 +332,9 @@ def _fit(c, ref: Ref):
 
 def _combine(entries, node: Node):
     """One adjoint from all contributions: a single fused sum in forward-use order, named
-    ``grad_<name>`` when the user named the value. It is placed at the first user's line."""
+    ``grad_<name>`` when the user named the value (the node that computes it takes the name
+    when it can, _own_statement; else an ``adjoint`` node renames it). It is placed at the
+    first user's line."""
     if not entries:
         return None
     if len(entries) == 1:  # (most values: one use, nothing to add up)
@@ -341,12 +343,18 @@ def _combine(entries, node: Node):
             first = first.build()
         if key < 0 or type(first) is not Tracer:
             return first  # the seed, or a constant: nothing to add up, to name or to place
-        _note_adjoint(first.ref.node, node)  # what it holds names it (naming.py)
+        made = first.ref.node
         if not node.name:
+            _note_adjoint(made, node)  # what it holds names it (naming.py)
             return first
         # named grad_<name>, it keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
         origin = rule_origin(user.op, index) if user.role != "bwd" else None
-        loc = first.ref.node.loc if user.op.name == "function_output" else user.loc
+        loc = made.loc if user.op.name == "function_output" else user.loc
+        if _own_statement(made, loc, origin):
+            made.name = f"grad_{node.name}"  # the rule's own node: no rename to add
+            made.grad_of = node
+            return first
+        _note_adjoint(made, node)
         return _named(first, f"grad_{node.name}", loc, origin)
     for e in entries:
         if type(e[1]) is _Deferred:
@@ -368,9 +376,14 @@ def _combine(entries, node: Node):
         partial = f"grad_{node.name}_partial" if node.name else None
         g = _fused_sum(terms, tuple(uses), partial)
         if isinstance(g, Tracer):
-            _note_adjoint(g.ref.node, node)  # a buffer it is built in: grad_<name> too
-            if node.name:
-                g = _named(g, f"grad_{node.name}", loc, None)
+            made = g.ref.node
+            if node.name and _own_statement(made, loc, None):
+                made.name = f"grad_{node.name}"  # the fused sum itself: no rename to add
+                made.grad_of = node
+            else:
+                _note_adjoint(made, node)  # a buffer it is built in: grad_<name> too
+                if node.name:
+                    g = _named(g, f"grad_{node.name}", loc, None)
     finally:
         swap_loc(*saved)
     return g
@@ -402,6 +415,27 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
         swap_loc(*saved)
     g.ref.node.name = name
     return g
+
+
+def _own_statement(made: Node, loc, origin) -> bool:
+    """May ``made``, the node a rule (or the fused sum) just recorded as a value's whole
+    adjoint, carry the name ``grad_<name>`` itself, in place of an ``adjoint`` node renaming
+    it? When it is an ordinary backward op that says nothing of its own (no name, no hint, no
+    adjoint's) at the line and rule the rename would have had: the statement then reads the
+    same (``grad_y = <what the rule computes>``, under the same comment), standing where the
+    rule made it, and the graph has one node fewer per named value. Anything else (the seed,
+    another value's adjoint, a forward value, a constant, a write into an array) keeps the
+    rename: ``grad_a = grad_c``."""
+    op = made.op
+    return (made.role == "bwd" and made.name is None and made.grad_of is None
+            and made.hint is None and made.origin is origin
+            and (made.loc is loc or made.loc == loc) and op.name not in _NOT_NAMED
+            and op.n_out == 1 and not op.extra.get("statement") and not op.extra.get("region"))
+
+
+# Ops whose node never prints as ``name = expression``: what the emitter writes of them is a
+# literal, a loop's variable or a write into an array (a[i] = v), so the rename names them.
+_NOT_NAMED = UNIQUE | {"const", "loop_out", "loop", "function_output"}
 
 
 def _note_adjoint(made: Node, node: Node) -> None:

@@ -116,7 +116,8 @@ def _xp_seed(node, args, scope):
 seed = defop("seed", lambda: None, _print_seed, nondiff=True, xp=_xp_seed)
 
 
-# The adjoint of a named value: an identity that carries the name grad_<name> to the emitter.
+# The adjoint of a named value under its name, grad_<name>, where no node of its own can carry
+# it: an identity (grad_a = grad_c, when d(u + v)/du = 1 hands the adjoint on unchanged).
 adjoint = defop("adjoint", _identity, lambda node, args: args[0],
                 vjp=(lambda g, ans, x, **_: g,), sympy=lambda x, **_: x,
                 abstract=abstract.same_as_first,

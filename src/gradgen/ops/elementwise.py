@@ -28,7 +28,7 @@ import numpy as np
 
 from ..tracer import _numpy_scalars
 from ._sym import locally_constant_floor, sp
-from .adapt import as_array, new_array, refuse, value
+from .adapt import as_array, hinted, new_array, refuse, value
 from .core import literal
 from .registry import (
     BOUND,
@@ -435,18 +435,31 @@ copysign = _binary(
     ("d copysign(u, v)/du = sign(u) * copysign(1, v) (0 at u = 0)",
      "d copysign(u, v)/dv = 0 (locally constant)"),
     away_from=(0.0,))
+
+
+def _sigmoid(d):
+    """``1 / (1 + exp(-d))`` with one exp that never overflows: ``exp(-|d|)``. The rule of
+    logaddexp reads this and not its own result, so where only the gradient is asked for the
+    forward logaddexp (dearer than an exp) is never computed. ``-|d|`` is a select on the
+    same condition as the quotient, not abs: abs's kink at 0 would give the second derivative
+    there as 0, not sigmoid's 1/4."""
+    right = d >= 0
+    small = hinted(exp(where(right, -d, d)), "exp_neg_abs")  # exp(-|d|)
+    return where(right, 1.0, small) / (1.0 + small)
+
+
 logaddexp = _binary(
     "logaddexp", None, np.logaddexp,
-    (lambda g, ans, x, y: g * exp(x - ans), lambda g, ans, x, y: g * exp(y - ans)),
+    (lambda g, ans, x, y: g * _sigmoid(x - y), lambda g, ans, x, y: g * _sigmoid(y - x)),
     lambda x, y: sp.log(sp.exp(x) + sp.exp(y)), (REALS, REALS),
-    ("d logaddexp(u, v)/du = exp(u - logaddexp(u, v))",
-     "d logaddexp(u, v)/dv = exp(v - logaddexp(u, v))"))
+    ("d logaddexp(u, v)/du = sigmoid(u - v)", "d logaddexp(u, v)/dv = sigmoid(v - u)"))
 logaddexp2 = _binary(
     "logaddexp2", None, np.logaddexp2,
-    (lambda g, ans, x, y: g * exp2(x - ans), lambda g, ans, x, y: g * exp2(y - ans)),
+    (lambda g, ans, x, y: g * _sigmoid((x - y) * LN2),
+     lambda g, ans, x, y: g * _sigmoid((y - x) * LN2)),
     lambda x, y: sp.log(2 ** x + 2 ** y, 2), (REALS, REALS),
-    ("d logaddexp2(u, v)/du = exp2(u - logaddexp2(u, v))",
-     "d logaddexp2(u, v)/dv = exp2(v - logaddexp2(u, v))"))
+    ("d logaddexp2(u, v)/du = sigmoid((u - v) * log(2))",
+     "d logaddexp2(u, v)/dv = sigmoid((v - u) * log(2))"))
 heaviside = _binary(
     "heaviside", None, np.heaviside,
     (lambda g, ans, x, h0: zeros_like(x), lambda g, ans, x, h0: where(x == 0, g, 0.0)),

@@ -373,6 +373,10 @@ def _xp_update(method):
     def print_update(node, args, scope, old, fresh):
         index = node.attrs["index"]
         if method == "add" and not is_basic(index) and not _hits_once(node):
+            if node.inputs[1].aval.shape != (shape := _indexed_shape(node)):
+                # a number fold took out of its broadcast: the one-hot sums want the vector
+                args = [args[0], Expr(f"xp.broadcast_to({args[1].text}, {shape!r})"),
+                        *args[2:]]
             return f"{old.text} + {_xp_one_hot_sum(node, args, scope)}"
         block = _block_padding(node)
         if block is not None:  # a block of zeros around v: a pad, which XLA and Dask fuse
@@ -387,6 +391,12 @@ def _xp_update(method):
     print_update.pads_zeros = lambda node: (  # the zeros buffer need not be allocated first
         method == "set" and _block_padding(node) is not None and _is_zeros(node.inputs[0].node))
     return print_update
+
+
+def _indexed_shape(node) -> tuple:
+    """The shape of ``a[index]`` for the write ``node`` (what its value broadcasts to)."""
+    arrays = [np.zeros(ref.aval.shape, ref.aval.dtype) for ref in node.inputs[2:]]
+    return np.empty(node.aval.shape)[real_index(node.attrs["index"], arrays)].shape
 
 
 def _block_padding(node) -> str | None:
@@ -427,7 +437,7 @@ def _xp_one_hot_sum(node, args, scope) -> str:
     axis = len(index) - 1
     full = ("slice", None, None, None)
     idx_ref = node.inputs[2] if len(node.inputs) == 3 else None
-    x_shape, v_shape = node.aval.shape, node.inputs[1].aval.shape
+    x_shape, v_shape = node.aval.shape, _indexed_shape(node)  # (the value broadcast to it)
     if (idx_ref is None or index[-1] != ("array", 0) or any(i != full for i in index[:-1])
             or idx_ref.aval.ndim != 1 or idx_ref.aval.dtype.kind not in "iu"
             or v_shape != x_shape[:axis] + idx_ref.aval.shape + x_shape[axis + 1:]):
@@ -453,7 +463,7 @@ def _xp_one_hot_rows(node, args, scope) -> str:
     value = rows.node.attrs.get("value") if rows.node.op.name == "const" else None
     if (len(shape) != 2 or value is None or value.shape != (shape[0],)
             or not (value == np.arange(shape[0])).all() or cols.aval.shape != (shape[0],)
-            or node.inputs[1].aval.shape != (shape[0],)):
+            or _indexed_shape(node) != (shape[0],)):
         refuse_repeats(node)
     n, m = shape
     columns = f"xp.reshape({_xp_index_array(cols, args[3])}, ({n}, 1))"

@@ -8,6 +8,7 @@ import numpy as np
 from ..ir import Graph, Node, Ref
 from ..ops import OPS
 from ..ops.core import MAX_FUSED_TERMS, add_n
+from ..peephole import names_adjoint
 from .rewrite import Rewriter
 from .scan import scan
 
@@ -22,7 +23,7 @@ def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
         return graph, False
     nested = [n for n in graph.nodes
               if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n
-              and _fits(n)]
+              and _fits(n) and not names_adjoint(n.inputs[0].node)]
     if not nested:
         return graph, False
     uses = graph.uses()
@@ -143,7 +144,7 @@ def _node(op, inputs, attrs, like: Node) -> Node:
 def _is_slice_term(ref: Ref, total: Node, uses) -> bool:
     node = ref.node
     return (node.op.name == "scatter" and uses[node] == 1 and ref.aval == total.aval
-            and node.inputs[0].aval.dtype == total.aval.dtype)
+            and node.inputs[0].aval.dtype == total.aval.dtype and not names_adjoint(node))
 
 
 def _has_slice_terms(node: Node, uses) -> bool:
@@ -153,7 +154,7 @@ def _has_slice_terms(node: Node, uses) -> bool:
     if node.aval.shape == () or any(r.aval != node.aval for r in node.inputs):
         return False
     first = node.inputs[0]
-    owned = not first.node.is_view and first.node.op.name not in ("input", "const", "seed",
-                                                                 "adjoint")
+    owned = (not first.node.is_view and not names_adjoint(first.node)
+             and first.node.op.name not in ("input", "const", "seed", "adjoint"))
     return (owned or _is_slice_term(first, node, uses)) and any(
         _is_slice_term(r, node, uses) for r in node.inputs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ir import Graph, Node
-from ..peephole import UNIQUE, node_key
+from ..peephole import UNIQUE, names_adjoint, node_key
 from .rewrite import Rewriter
 from .scan import scan
 
@@ -26,6 +26,9 @@ def cse(graph: Graph) -> tuple[Graph, bool]:
         if first is None:
             seen[key] = new
             keep(new)
+            continue
+        if names_adjoint(new) and first.name != new.name:
+            rw.replace(node, first.out)  # grad_y = the first: a rename keeps the adjoint's name
             continue
         if first.name is None and new.name is not None and new.role == first.role:
             first.name = new.name  # the user named the duplicate: keep their name

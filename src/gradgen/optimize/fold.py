@@ -9,9 +9,9 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
-from ..peephole import identical_input
+from ..peephole import identical_input, names_adjoint
 from .rewrite import Rewriter
-from .scalars import broadcast_outward, seed_outward
+from .scalars import Readers, broadcast_outward, negation_inward, seed_outward
 from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
 
 
@@ -32,15 +32,26 @@ def _owned_by_caller(ref: Ref) -> bool:
     return node.op.name in ("input", "const", "seed")
 
 
+_SCATTERS = ("index_update", "index_add")  # a[idx] = v, np.add.at(a, idx, v): v broadcasts
+
+
 def _unbroadcast(node: Node) -> Node | None:
     """``broadcast_to(v, S) * y`` with y of shape S is ``v * y``, and ``np.where(m, 0.0,
     broadcast_to(g, S))`` with m of shape S is ``np.where(m, 0.0, g)``: NumPy broadcasts
-    anyway, as long as another input already has the result's shape."""
+    anyway, as long as another input already has the result's shape. So does a write through
+    an index array of a broadcast number: ``np.add.at(g, idx, s)`` is the gradient of
+    ``mean(x[idx])``. (Not a slice write: optimize/pieces.py cuts its value in slices.)"""
+    if node.op.name in _SCATTERS and len(node.inputs) > 2:
+        value = node.inputs[1].node
+        if value.op.name == "broadcast_to" and value.inputs[0].aval.shape == () \
+                and value.inputs[0].aval.dtype == value.aval.dtype:
+            return node.with_inputs((node.inputs[0], value.inputs[0], *node.inputs[2:]))
+        return None
     if not node.op.elementwise or len(node.inputs) < 2:
         return None
     ins = list(node.inputs)
     for i, ref in enumerate(ins):
-        if ref.node.op.name == "broadcast_to" and any(
+        if ref.node.op.name == "broadcast_to" and not names_adjoint(ref.node) and any(
                 other.aval.shape == node.aval.shape for k, other in enumerate(ins) if k != i):
             ins[i] = ref.node.inputs[0]
             return node.with_inputs(ins)
@@ -51,7 +62,8 @@ def _collapsed_view(node: Node) -> Node | None:
     """``x.T.T`` is ``np.transpose(x, (0, 1))`` (which ``_identity`` then drops), and
     ``x.reshape(a).reshape(b)`` is ``x.reshape(b)``: one view of x instead of two."""
     name = node.op.name
-    if name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name:
+    if (name not in ("transpose", "reshape") or node.inputs[0].node.op.name != name
+            or names_adjoint(node.inputs[0].node)):
         return None
     inner = node.inputs[0].node
     x = inner.inputs[0]
@@ -80,6 +92,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
             node = node.inputs[0].node
             outputs.add(node)
     nodes = graph.nodes
+    readers = Readers(graph)
     looked = scan(graph).foldable
     done = 0
     if looked is not None:
@@ -87,7 +100,7 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         # are looked at, and when none applies (scalar code, usually) that is all.
         for i in itertools.compress(range(len(nodes)), map(looked.__contains__, nodes)):
             rw.nodes += nodes[done:i]
-            _fold_node(nodes[i], nodes[i], rw, outputs)
+            _fold_node(nodes[i], nodes[i], rw, outputs, readers)
             done = i + 1
             if rw.subst:
                 break
@@ -99,11 +112,12 @@ def fold(graph: Graph) -> tuple[Graph, bool]:
         if looked is not None and new is node and node not in looked:
             keep(node)
         else:
-            _fold_node(node, new, rw, outputs)
+            _fold_node(node, new, rw, outputs, readers)
     return rw.result(), rw.changed
 
 
-def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
+def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node],
+               readers: Readers) -> None:
     """Keep ``new`` (``node`` with its inputs resolved), or replace ``node`` by what a
     rewrite makes of it."""
     name = node.op.name
@@ -126,7 +140,8 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
         same = None
     if same is not None:
         rw.replace(node, same)
-        if new.name and same.node.name is None and same.node.role == new.role:
+        if (new.name and same.node.name is None and same.node.role == new.role
+                and not names_adjoint(new)):  # (an adjoint's name: replace renamed it)
             same.node.name = new.name
         return
     # The rewrites below are tried only where they can apply (each also checks): most
@@ -146,6 +161,11 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node]) -> None:
     if shed is not None:
         rw.add(shed)
         rw.replace(node, shed[-1].out)
+        return
+    inward = negation_inward(node, new, readers) if node.op.name == "neg" else None
+    if inward is not None:
+        rw.add(inward)
+        rw.replace(node, inward[-1].out)
         return
     simpler = _unbroadcast(new)
     if simpler is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..ir import Aval, Graph, Node, Ref
 from ..ops import OPS
 from ..ops.core import add_n
+from ..peephole import names_adjoint
 from .rewrite import Rewriter
 
 # Below this many terms a few np.outer calls cost about what stacking them does.
@@ -74,7 +75,7 @@ def stack_outer_products(graph: Graph) -> tuple[Graph, bool]:
 def _outer_products(terms: list[Ref], total: Node) -> bool:
     """Are all terms outer products of vectors of one shape and the sum's dtype?"""
     first = terms[0].node
-    if first.op.name != "outer":
+    if first.op.name != "outer" or any(names_adjoint(t.node) for t in terms):
         return False
     shapes = (first.inputs[0].aval, first.inputs[1].aval)
     return all(

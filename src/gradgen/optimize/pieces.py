@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir import Aval, Graph, Node, Ref
 from ..ops import OPS
+from ..peephole import names_adjoint
 from .dce import dce
 from .rewrite import Rewriter
 
@@ -52,7 +53,8 @@ def _signed(value: Ref, uses, rw: Rewriter) -> tuple[Ref, bool]:
     """(w, True) for a written value ``-w`` read only by its write: the pieces subtract
     slices of w (``a[1:] - w[1:]``) instead of negating all of it first."""
     node = value.node
-    if node.op.name == "neg" and uses[node] == 1 and node.inputs[0].aval == value.aval:
+    if (node.op.name == "neg" and uses[node] == 1 and node.inputs[0].aval == value.aval
+            and not names_adjoint(node)):
         return rw.resolve(node.inputs[0]), True
     return rw.resolve(value), False
 

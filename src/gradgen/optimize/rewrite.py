@@ -6,6 +6,10 @@ import numpy as np
 
 from ..abstract import Pending, abstract_value, shaped_value
 from ..ir import Graph, Node, Ref
+from ..ops import OPS
+from ..peephole import names_adjoint
+
+_ADJOINT = OPS["adjoint"]
 
 
 class Rewriter:
@@ -64,10 +68,21 @@ class Rewriter:
                 self.values[node] = node.op.impl(*args, **node.attrs)
 
     def replace(self, node: Node, ref: Ref) -> None:
-        """Every reader of ``node`` (single output) reads ``ref`` instead."""
+        """Every reader of ``node`` (single output) reads ``ref`` instead. A value's adjoint
+        keeps its name and its place: ``grad_y = <what replaces it>``, an ``adjoint`` rename
+        (what reverse mode writes where a rule's node cannot carry the name; a write into an
+        array, ``g[i] += v``, prints under its array's name, so it is renamed too)."""
+        if names_adjoint(node) and (ref.node.name != node.name or ref.index != 0
+                                    or ref.node.op.extra.get("statement")):
+            renamed = Node(_ADJOINT, (ref,), {}, (ref.node.avals[ref.index],), node.loc,
+                           node.name, node.role, origin=node.origin)
+            self.add((renamed,))
+            ref = renamed.out
         self.subst[Ref(node, 0)] = ref
         if ref.index == 0:  # the same value: it holds what node was said to hold
             ref.node.takes_hints_of(node)
+            if node.name is not None and ref.node.name == node.name and ref.node.grad_of is None:
+                ref.node.grad_of = node.grad_of  # (a rewrite that built it under the name)
         self.changed = True
 
     def result(self) -> Graph:

@@ -1,5 +1,6 @@
 """Scalars stay scalars: broadcasts of scalars, and the seed of ``grad``, moved out of the
-elementwise arithmetic of arrays, so ``np.broadcast_to(grad_out, S) * 2 * y`` is ``2 * y``."""
+elementwise arithmetic of arrays, so ``np.broadcast_to(grad_out, S) * 2 * y`` is ``2 * y``;
+and the negation of a product moved onto its scalar factor, ``-(s * E)`` as ``(-s) * E``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from ..ir import Node, Ref, aval_of
 from ..ops import OPS
+from ..peephole import names_adjoint
 
 
 def _is_const(ref: Ref) -> bool:
@@ -27,7 +29,8 @@ def broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
         return None
     scalars, broadcast = [], False
     for ref in node.inputs:
-        if ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ():
+        if (ref.node.op.name == "broadcast_to" and ref.node.inputs[0].aval.shape == ()
+                and not names_adjoint(ref.node)):
             scalars.append(ref.node.inputs[0])
             broadcast = True
         elif ref.aval.shape == ():
@@ -65,7 +68,7 @@ def broadcast_outward(node: Node) -> tuple[list[Node], Ref] | None:
 def _seed_times(ref: Ref) -> Ref | None:
     """k when ``ref`` is ``seed * k`` (or ``k * seed``): the seed of ``grad`` is 1."""
     node = ref.node
-    if node.op.name != "mul":
+    if node.op.name != "mul" or names_adjoint(node):
         return None
     a, b = node.inputs
     return b if a.node.op.name == "seed" else a if b.node.op.name == "seed" else None
@@ -112,4 +115,80 @@ def seed_outward(node: Node) -> list[Node] | None:
         outer = Node(OPS["mul"], (seed, inner.out), {}, node.avals, node.loc, node.name,
                      node.role, origin=node.origin)
         return [inner, outer]
+    return None
+
+
+# Readers that take a negation for free: a sum prints ``a + -b`` as ``a - b`` (not a first
+# term: ``-a + b`` negates a), and the updates of a buffer carry a sign (emit.py's
+# _Temporaries) or add it slice by slice.
+_SUMS = frozenset(("add", "sub", "add_n"))
+_UPDATES = frozenset(("scatter", "index_add", "index_update", "add_along_axis"))
+
+
+class Readers:
+    """Who reads each node of a graph, seen through adjoints (the value renamed) and views
+    (``g[1:]`` of a negation prints as ``-g[1:]``), found on the first question only: most
+    graphs never ask."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self._of: dict[Node, list[Node]] | None = None
+
+    def of(self, node: Node) -> list[tuple[Node | None, Node]]:
+        """(reader, the node it reads: ``node``, an adjoint or a view of it) pairs; the
+        reader None is the caller, for an output."""
+        if self._of is None:
+            self._of = {}
+            for reader in self.graph.nodes:
+                for ref in reader.inputs:
+                    self._of.setdefault(ref.node, []).append(reader)
+            for ref in self.graph.outputs:
+                self._of.setdefault(ref.node, []).append(None)
+        found, todo = [], [(r, node) for r in self._of.get(node, ())]
+        while todo:
+            reader, read = todo.pop()
+            if reader is not None and (reader.op.name == "adjoint" or reader.is_view):
+                todo.extend((r, reader) for r in self._of.get(reader, ()))
+            else:
+                found.append((reader, read))
+        return found
+
+
+def _takes_the_sign(reader: Node | None, read: Node) -> bool:
+    if reader is None:
+        return False
+    name = reader.op.name
+    return name in _UPDATES or name in _SUMS and reader.inputs[0].node is not read
+
+
+def negation_inward(node: Node, new: Node, readers: Readers) -> list[Node] | None:
+    """``-(s * E)`` for a scalar (or any smaller operand) s and an array E is ``(-s) * E``,
+    and ``-(E / s)`` is ``E / (-s)``: the same bits (rounding is symmetric in the sign), one
+    pass over the array instead of two. Only where the product is read by the negation alone
+    (else both are computed) and the negation is real work, not taken by a sum as a
+    subtraction. ``node`` is the negation in the graph ``readers`` counts,
+    ``new`` the same with its inputs resolved. Returns the new nodes, the last one standing
+    for ``node``."""
+    if not new.aval.shape or new.aval.dtype.kind != "f":
+        return None
+    product = new.inputs[0].node
+    if product.op.name not in ("mul", "div") or len(product.inputs) != 2 or names_adjoint(
+            product):  # grad_y = s * E is a statement of its own: its name stays
+        return None
+    size = new.aval.size
+    for i, ref in enumerate(product.inputs):
+        aval = ref.aval
+        if aval.size >= size or not (aval.py is float or aval.dtype.kind == "f"):
+            continue
+        if len(readers.of(node.inputs[0].node)) != 1 or any(
+                _takes_the_sign(*pair) for pair in readers.of(node)):
+            return None
+        negated = Node(OPS["neg"], (ref,), {}, (aval,), new.loc, None, new.role,
+                       origin=new.origin)
+        inputs = list(product.inputs)
+        inputs[i] = negated.out
+        out = Node(product.op, tuple(inputs), product.attrs, new.avals, new.loc, new.name,
+                   new.role, origin=new.origin, hint=new.hint)
+        out.grad_of = new.grad_of
+        return [negated, out]
     return None
