@@ -28,10 +28,10 @@ from .ir import (
 from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import (
     _CONST_OR_NEG,
-    _EQUAL,
     _IDENTITY,
-    _KINDS,
+    _NEVER,
     _SAME_VALUE,
+    _kind,
     float_literal,
     negated_path,
 )
@@ -376,82 +376,61 @@ class Trace:
 
 def bind(op, args, attrs) -> object:
     """Apply ``op``: concretely when no argument is traced, else record a node as well."""
-    # Python numbers only, traced in one trace? (scalar code, and every backward of it)
-    trace = None
-    numbers = 0  # constant operands, made nodes once the trace is known
+    impl, signed, lookup = _ROWS.get(op) or _row(op)
+    # Python numbers only, traced in one trace? (scalar code, and every backward of it: one
+    # or two traced operands are the common cases, tested without a loop.) Then: no
+    # lifting, nothing pending, nothing to broadcast; computed at once (free for a number,
+    # and a derivative that does not exist there is reported where it is made)
     if len(args) == 2 and type(a := args[0]) is Tracer and type(b := args[1]) is Tracer and (
             a._trace is b._trace and type(a._value) in _PY_AVALS
-            and type(b._value) in _PY_AVALS):  # (the common case, without the loop)
+            and type(b._value) in _PY_AVALS):
         trace = a._trace
-        values, refs = [a._value, b._value], [a.ref, b.ref]
+        out = impl(a._value, b._value, **attrs) if attrs else impl(a._value, b._value)
+        refs = (a.ref, b.ref)
+        constant = trace.constant and _made_of_constants(trace, refs)
+    elif len(args) == 1 and type(a := args[0]) is Tracer and type(a._value) in _PY_AVALS:
+        trace = a._trace
+        out = impl(a._value, **attrs) if attrs else impl(a._value)
+        refs = (a.ref,)
+        constant = trace.constant and a.ref.node in trace.constant
     else:
-        values, refs = [], []
-        for a in args:
-            if type(a) is Tracer:
-                if trace is None:
-                    trace = a._trace
-                elif a._trace is not trace:
-                    return _bind_general(op, args, attrs)
-                value = a._value
-                if type(value) not in _PY_AVALS:
-                    return _bind_general(op, args, attrs)
-                values.append(value)
-                refs.append(a.ref)
-            elif type(a) in _PY_AVALS:
-                values.append(a)
-                refs.append(None)
-                numbers += 1
-            else:
-                return _bind_general(op, args, attrs)
-    if trace is None:
-        return op.impl(*args, **attrs)
-    constant = False
-    if trace.constant:  # (no node is constant in most traces: the set is empty)
-        constant = all(ref is None or ref.node in trace.constant for ref in refs)
-    # Then: no lifting, nothing pending, nothing to broadcast; computed at once (free for a
-    # number, and a derivative that does not exist there is reported where it is made)
-    if numbers:
-        for i, a in enumerate(args):
-            if refs[i] is None:
-                refs[i] = _const_ref(trace, op, a, args)
-    shared = trace.shared
-    name = op.name
-    if shared is not None and name in _SIGNED:  # (_may_carry_sign's first test, inline)
-        last = refs[-1].node
-        if last.role == "bwd" and last.op.name in _MAY_BE_NEGATED and _may_carry_sign(
-                name, refs):
-            cancelled = _signs_cancelled(trace, op, refs)
-            if cancelled is not None:
-                return cancelled
-    if attrs:
-        out = op.impl(*values, **attrs)
-    elif len(values) == 2:  # (a plain call: no argument tuple or keyword dict to unpack)
-        out = op.impl(values[0], values[1])
-    else:
-        out = op.impl(*values)
-    aval = _PY_AVALS.get(type(out))
-    if aval is None or op.n_out != 1:  # a NumPy value from numbers (np.sign(0.5)): as usual
-        return _record(trace, op, tuple(refs), attrs, out, constant, args)
-    refs = tuple(refs)
+        found = _number_operands(op, args)
+        if found is None:
+            return _bind_general(op, args, attrs)
+        trace, values, refs, constant = found
+        if trace is None:
+            return op.impl(*args, **attrs)
+        out = impl(*values, **attrs)
+    avals = PY_NUMBER_AVALS.get(type(out))  # (one shared tuple per kind of number, as Node's)
+    if avals is None or lookup is _SEVERAL:  # a NumPy value from numbers (np.sign(0.5)), or
+        return _record(trace, op, refs, attrs, out, constant, args)  # several: as usual
     key = None
-    if shared is not None:  # (Shared.find, its common case written out)
-        kind = _KINDS.get(op)
-        if not attrs and (kind is _EQUAL or kind is _IDENTITY and name not in _SAME_VALUE):
-            for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
-                if ref.node.op.name in _CONST_OR_NEG:
-                    break
+    shared = trace.shared
+    if shared is not None:  # reverse mode: what the graph already has is not made again
+        if signed:  # (_may_carry_sign's first test, inline; the same sign of zero: exact)
+            last = refs[-1].node
+            if last.role == "bwd" and last.op.name in _MAY_BE_NEGATED and _may_carry_sign(
+                    op.name, refs):
+                cancelled = _signs_cancelled(trace, op, refs)
+                if cancelled is not None:
+                    return cancelled
+        if lookup is not _NEVER:  # (Shared.find, its common case inline)
+            ask = attrs or lookup is _SAME_VALUE_IDENTITY
+            if lookup is _IDENTITY and not ask:
+                for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
+                    if ref.node.op.name in _CONST_OR_NEG:
+                        ask = True
+                        break
+            if ask:
+                same, key = shared.find(op, refs, attrs, avals[0])
+                if same is not None:
+                    return new_tracer(trace, same, out)
             else:
-                kind = _EQUAL
-        if kind is _EQUAL and not attrs:
-            key = (name, refs)
-            same = shared.known.get(key)
-            if same is not None:
-                return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
-        else:
-            same, key = shared.find(op, refs, attrs, aval)
-            if same is not None:
-                return new_tracer(trace, same, out)
-    # new_node(op, refs, attrs, (aval,), loc, None, trace.role, origin) written out
+                key = (op.name, refs)
+                same = shared.known.get(key)
+                if same is not None:
+                    return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
+    # new_node(op, refs, attrs, avals, loc, None, trace.role, origin) written out
     site = trace.site
     loc = site.loc or _user_loc()  # (first: the naming watcher reads the next serial)
     SERIALS.peek += 1
@@ -460,7 +439,7 @@ def bind(op, args, attrs) -> object:
     node.op = op
     node.inputs = refs
     node.attrs = attrs
-    node.avals = PY_NUMBER_AVALS[aval.py]  # (one shared tuple per kind of number, as Node's)
+    node.avals = avals
     node.loc = loc
     node.name = None
     node.role = trace.role
@@ -475,6 +454,69 @@ def bind(op, args, attrs) -> object:
     result = _new_tracer(Tracer)  # new_tracer(trace, node.out, out) written out
     result._trace, result.ref, result._value = trace, _new_ref(Ref, (node, 0)), out
     return result
+
+
+# What bind needs of an op, worked out once per op rather than on every call: the function
+# that computes it on Python numbers (a ``dual`` row's math function, without the test of
+# its operands' types that bind has made), whether reverse mode may cancel a pair of signs
+# in it, and how a backward node of it is looked up among the graph's (peephole.Shared):
+# never, by its key, by its key unless it reads a constant or a negation (then as an
+# identity too: x * 1, -(-x)), always through Shared.find; or, for an op of several
+# outputs, as bind's general path records it.
+_ROWS: dict = {}
+_SEVERAL, _SAME_VALUE_IDENTITY = "several", "same value"
+
+
+def _row(op) -> tuple:
+    kind = _kind(op)
+    if op.n_out != 1:
+        kind = _SEVERAL
+    elif kind is _IDENTITY and op.name in _SAME_VALUE:
+        kind = _SAME_VALUE_IDENTITY
+    row = _ROWS[op] = (getattr(op.impl, "numbers", op.impl), op.name in _SIGNED, kind)
+    return row
+
+
+def _number_operands(op, args):
+    """bind's operands when each is a Python number, traced (in one trace) or not:
+    (trace, values, refs, constant), the untraced ones made constant nodes, and no trace
+    when none is traced; None when some operand is anything else (bind's general path).
+    (No lifting, nothing pending, nothing to broadcast: bind computes the op at once, free
+    for a number, and a derivative that does not exist there is reported where it is made.)"""
+    trace = None
+    values, refs = [], []
+    for a in args:
+        if type(a) is Tracer:
+            if trace is None:
+                trace = a._trace
+            elif a._trace is not trace:
+                return None
+            value = a._value
+            if type(value) not in _PY_AVALS:
+                return None
+            values.append(value)
+            refs.append(a.ref)
+        elif type(a) in _PY_AVALS:
+            values.append(a)
+            refs.append(None)
+        else:
+            return None
+    if trace is None:
+        return None, values, refs, False
+    constant = trace.constant and _made_of_constants(trace, [r for r in refs if r is not None])
+    for i, ref in enumerate(refs):
+        if ref is None:
+            refs[i] = _const_ref(trace, op, args[i], args)
+    return trace, values, tuple(refs), constant
+
+
+def _made_of_constants(trace, refs) -> bool:
+    """Does every one of ``refs`` depend on no input (``trace.constant``)?"""
+    constant = trace.constant
+    for ref in refs:
+        if ref.node not in constant:
+            return False
+    return True
 
 
 def _bind_general(op, args, attrs):

@@ -321,6 +321,7 @@ def dual(math_fn, np_fn):
         return math_fn(*xs)
 
     impl.__name__ = getattr(np_fn, "__name__", "impl")
+    impl.numbers = math_fn  # what tracer.bind calls once it has seen Python numbers only
     return impl
 
 
