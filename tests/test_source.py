@@ -512,3 +512,36 @@ def test_the_header_path_follows_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert display_path(module.f) == os.path.join("pkg", "model.py")
     assert source.SourceLoc(str(path), 2, "f").short == "model.py:2"
+
+
+@pytest.mark.parametrize("path, cwd", [
+    ("/a/b/c.py", "/a"), ("/a/b/c.py", "/a/b"), ("/a/b/c.py", "/x"), ("/a/b/c.py", "/"),
+    ("/ab/c.py", "/a"), ("/a/b/c.py", "/a/"), ("/a/..b/c.py", "/a"), ("/a/./c.py", "/a"),
+    ("/a/b/../c.py", "/a"), ("/a/b/c.py", "/a/b/.."), ("rel.py", "/a"), ("/a//b/c.py", "/a"),
+])
+def test_the_header_path_without_relpath_is_what_relpath_says(path, cwd):
+    # A normalized absolute path is answered by comparing prefixes (os.path.relpath is a
+    # first call's fixed cost); anything else asks relpath. Both say the same.
+    from gradgen.build import _display_path
+
+    rel = os.path.relpath(path, cwd)
+    expected = os.path.basename(path) if rel.startswith("..") else rel
+    assert _display_path.__wrapped__(path, cwd) == expected
+
+
+@pytest.mark.parametrize("line", [
+    "x = a + b", "  x=a", "x += 1", "x //= 2", "x **= 2", "x >>= 1", "x <<= 1", "x @= w",
+    "x, y = y, x", "x ,y=y", "x == y", "x <= y", "x = y == z", "x = f(k=1)", "x: float = 1",
+    "x = lambda: 1", "x = ", "x =  y", "x = = y", "x =\ty", "print(x)", "return x", "a = b = c",
+    "if x:", "x = y[1:2]", "_x1 = 3", "1x = 2", "x.y = 1", "x[0] = 1",
+])
+def test_the_assignment_regex_reads_lines_as_the_backtracking_one_did(line):
+    # _TARGETS uses possessive repeats (fewer instructions per line); the targets it finds
+    # are the ones the earlier pattern with backtracking repeats found.
+    import re
+
+    backtracking = re.compile(
+        r"^[ \t]*(?:([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
+        r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:\n]*$)?", re.MULTILINE)
+    text = f"{line}\n    {line}\n"
+    assert linemap._TARGETS.findall(text) == backtracking.findall(text)

@@ -206,7 +206,14 @@ def display_path(fn) -> str:
 @functools.lru_cache(maxsize=256)
 def _display_path(path: str, cwd: str) -> str:
     """``path`` relative to ``cwd``, or its base name when it lies outside (os.path.relpath
-    costs ~17 µs, a first call's fixed cost: asked once per file and working directory)."""
+    costs ~17 µs, a first call's fixed cost: asked once per file and working directory; a
+    normalized absolute path, as a module's file is, is answered by comparing prefixes)."""
+    if os.sep == "/" and path.startswith("/") and cwd.startswith("/") and not any(
+            part in text for text in (path, cwd) for part in ("//", "/./", "/../")) and (
+            not cwd.endswith(("/.", "/.."))):
+        inside = cwd.rstrip("/") + "/"
+        rel = path[len(inside):] if path.startswith(inside) else ".."
+        return os.path.basename(path) if rel.startswith("..") else rel
     try:
         rel = os.path.relpath(path, cwd)
     except ValueError:

@@ -144,18 +144,25 @@ def line_span(frame, lasti: int) -> tuple[int, int, int]:
     """(line, start, stop): the line ``frame`` runs at instruction offset ``lasti``, and the
     offsets [start, stop) around it that run that line too (the tracer's location of the
     next op is the same while the frame stays in them)."""
-    code = frame.f_code
-    table = _last_table
-    if table.code() is not code:  # (the ops of a trace come from one long function, mostly)
-        if len(code.co_code) < _LONG_CODE:
-            return frame.f_lineno, lasti, lasti + 1
-        table = _line_table(code)
-    k = bisect.bisect_right(table.starts, lasti) - 1
-    if k >= 0:
-        line, end = table.lines[k], table.ends[k]
-        if lasti < end and line is not None:
-            return line, table.starts[k], end
+    table = line_table(frame.f_code)
+    if table is not None:
+        k = bisect.bisect_right(table.starts, lasti) - 1
+        if k >= 0:
+            line, end = table.lines[k], table.ends[k]
+            if lasti < end and line is not None:
+                return line, table.starts[k], end
     return frame.f_lineno, lasti, lasti + 1
+
+
+def line_table(code) -> _LineTable | None:
+    """The merged line table of a long function (``line_span`` searches it; the tracer keeps
+    the one of the frame it follows), None for a short one: its ``f_lineno`` is cheap."""
+    table = _last_table
+    if table.code() is code:  # (the ops of a trace come from one long function, mostly)
+        return table
+    if len(code.co_code) < _LONG_CODE:
+        return None
+    return _line_table(code)
 
 
 def _line_table(code) -> _LineTable:

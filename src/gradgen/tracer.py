@@ -6,6 +6,7 @@ import math
 import sys
 import threading
 import weakref
+from bisect import bisect_right
 from typing import Self
 
 import numpy as np
@@ -34,7 +35,7 @@ from .peephole import (
     float_literal,
     negated_path,
 )
-from .source import USER_FILES, SourceLoc, current_loc, is_user_file, line_span
+from .source import USER_FILES, SourceLoc, current_loc, is_user_file, line_table
 
 
 class _State(threading.local):
@@ -70,22 +71,22 @@ def _site() -> _Site:
 
 class _Where:
     """What ``_user_loc`` reads for every recorded op, in one thread: the naming watcher, and
-    the run of a line the last op came from: its user frame, the instruction offsets
-    [start, stop) that run that line, its SourceLoc, and the watcher's record of the run
-    (``lasti``, ``callee``; None without a watcher). A plain slotted object, one
-    ``_state.where`` away: an attribute of a threading.local costs six times as much to
-    read."""
+    the run of a line the last op came from: its user frame and that frame's line table
+    (None for a short function), the instruction offsets [start, stop) that run that line,
+    its SourceLoc, and the watcher's record of the run (``line``, ``lasti``, ``callee``;
+    None without a watcher). A plain slotted object, one ``_state.where`` away: an attribute
+    of a threading.local costs six times as much to read."""
 
-    __slots__ = ("frame", "loc", "run", "start", "stop", "watch")
+    __slots__ = ("frame", "loc", "run", "start", "step", "stop", "table", "watch")
 
     def __init__(self):
-        self.watch = None
+        self.watch = self.step = None
         self.loc: SourceLoc | None = None
         self.forget()
 
     def forget(self) -> None:
         """No run is going on (a trace ended: do not keep its frame alive)."""
-        self.frame = self.run = None
+        self.frame = self.run = self.table = None
         self.start = self.stop = 0
 
 
@@ -128,14 +129,16 @@ def swap_loc(loc, origin=None) -> tuple:
     return saved
 
 
-def set_watcher(watch) -> None:
+def set_watcher(watch, step=None) -> None:
     """``watch(frame, callee, line, lasti)`` is told the user frame each recorded value comes
-    from (the naming observer, tracing.BindingObserver), in this thread, whenever that frame
-    is not simply going on with the line of the previous value; it returns its record of the
-    frame's run of the line, an object with ``lasti`` and ``callee`` that ``_user_loc``
-    keeps up to date meanwhile. None stops it."""
+    from when that frame starts running another line (or the same one again), and returns the
+    frame's run of the line, an object with ``line``, ``lasti`` and ``callee`` that
+    ``_user_loc`` keeps up to date meanwhile. ``step(frame, run, callee, line, lasti)`` is
+    told instead when the frame is the one the last value came from (the common case: the
+    next line of the same function), with ``run`` its record. None stops it."""
     where = _where()
     where.watch = watch
+    where.step = step
     where.forget()
 
 
@@ -170,11 +173,33 @@ def _user_loc() -> SourceLoc | None:
 
 
 def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
-    """``frame`` runs a line (another one, or the same one again): its SourceLoc."""
-    line, where.start, where.stop = line_span(frame, lasti)
-    where.frame = frame
-    watch = where.watch
-    where.run = watch(frame, callee, line, lasti) if watch is not None else None
+    """``frame`` runs a line (another one, or the same one again): its SourceLoc. (Once per
+    line of an unrolled function: ``line_span`` and the watcher's common case written out.)"""
+    same = frame is where.frame
+    table = where.table if same else line_table(code)
+    line = None
+    if table is not None:
+        k = bisect_right(table.starts, lasti) - 1
+        if k >= 0:
+            line, stop = table.lines[k], table.ends[k]
+            if lasti < stop and line is not None:
+                where.start, where.stop = table.starts[k], stop
+            else:
+                line = None
+    if line is None:
+        line = frame.f_lineno
+        where.start, where.stop = lasti, lasti + 1
+    run = where.run
+    if same and run is not None:  # the watcher's record of this frame
+        if line == run.line and (lasti > run.lasti or lasti == run.lasti
+                                 and callee is run.callee):
+            run.lasti, run.callee = lasti, callee  # the same run, another span of its line
+        else:
+            where.step(frame, run, callee, line, lasti)
+    else:
+        where.frame, where.table = frame, table
+        watch = where.watch
+        where.run = watch(frame, callee, line, lasti) if watch is not None else None
     last = where.loc  # the ops of one line share its SourceLoc (immutable)
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):

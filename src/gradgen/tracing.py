@@ -6,6 +6,8 @@ import inspect
 import sys
 import types
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import and_, attrgetter, eq, truth
 
 import numpy as np
 
@@ -70,12 +72,14 @@ class BindingObserver:
             BindingObserver._active = self
             self.installed = True
             self.boundary = sys._getframe(1)
-            set_watcher(self.see)
+            set_watcher(self.see, self._next_line)
         return self
 
     def __exit__(self, exc_type, *exc):
         if self.installed:
-            set_watcher(self.outer.see if self.outer is not None else None)
+            outer = self.outer
+            set_watcher(outer.see if outer is not None else None,
+                        outer._next_line if outer is not None else None)
             BindingObserver._active = self.outer
             try:
                 if exc_type is None:
@@ -122,8 +126,10 @@ class BindingObserver:
             return
         self._next_line(frame, state, callee, line, lasti)
 
-    def _next_line(self, frame, state: _FrameNames, callee, line: int, lasti: int) -> None:
-        """``frame`` has moved on to ``line`` (or runs it again)."""
+    @staticmethod
+    def _next_line(frame, state: _FrameNames, callee, line: int, lasti: int) -> None:
+        """``frame`` has moved on to ``line`` (or runs it again). (The tracer calls it
+        directly when the frame is the one the last value came from.)"""
         peek = SERIALS.peek
         done = state.info  # (_finish_line, inline: this runs once per line)
         if done is not None and done.targets:
@@ -131,7 +137,7 @@ class BindingObserver:
             state.targets.update(done.targets)
         info = state.table.get(line)
         if info is not None and info.targets and not state.targets.isdisjoint(info.targets):
-            self._resolve(frame, state)  # before this line binds one of the names again
+            BindingObserver._resolve(frame, state)  # before this line binds a name again
         state.line, state.lasti, state.callee, state.info, state.first = (
             line, lasti, callee, info, peek)
 
@@ -302,16 +308,27 @@ def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
     return graph
 
 
+_ROLE, _NAME = attrgetter("role"), attrgetter("name")
+
+
 def _version_names(graph: Graph, params) -> dict[str, Node]:
     """Give every named forward value a unique name in program order: a loop's ``h`` becomes
     ``h``, ``h_1``, ``h_2`` ... so its adjoints can be ``grad_h``, ``grad_h_1`` ...
     Returns the last node bound to each of the user's names."""
     taken = set(params)
     versions: dict[str, int] = {}
-    last_bound: dict[str, Node] = {}
-    for node in graph.nodes:
-        if node.role != "fwd" or not node.name:
-            continue
+    nodes = graph.nodes
+    # the named forward values, picked by C loops (a Python loop over every node cost more
+    # than the naming); straight-line code names each once, and then nothing is renamed
+    named = list(compress(nodes, map(and_, map(eq, map(_ROLE, nodes), repeat("fwd")),
+                                     map(truth, map(_NAME, nodes)))))
+    bases = list(map(_NAME, named))
+    if len(set(bases)) == len(bases) and taken.isdisjoint(bases):
+        last_bound = dict(zip(bases, named))
+        named = []
+    else:
+        last_bound = {}
+    for node in named:
         base = node.name
         name = base
         n = versions.get(base, 0)

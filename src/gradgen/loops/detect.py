@@ -20,6 +20,8 @@ import functools
 import linecache
 from collections import Counter
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter, is_
 
 import numpy as np
 
@@ -42,6 +44,8 @@ MIN_TRIPS = 16  # shorter runs stay unrolled (straight-line code is as fast and 
 ALWAYS_ROLL = 100
 UNROLL_OPS = 500
 _FREE = ("input", "const")
+_FREE_OPS = frozenset(OPS[name] for name in _FREE)
+_LOC, _LINE, _OP = attrgetter("loc"), attrgetter("line"), attrgetter("op")
 
 
 def _output_value(values, ref: Ref):
@@ -214,6 +218,13 @@ def _may_repeat(nodes: list[Node]) -> bool:
     """Does some op of some source line (inputs and constants aside) occur MIN_TRIPS times?
     A loop of MIN_TRIPS trips repeats each op of its body that often: straight-line code is
     given back after this one count, before any key is built."""
+    # A bound first, by C loops: the ops of each line, whatever they are (most functions
+    # have no line of MIN_TRIPS ops), and the ops no line placed (inputs and constants aside)
+    locs = list(map(_LOC, nodes))
+    unplaced = list(compress(map(_OP, nodes), map(is_, locs, repeat(None))))
+    if max(Counter(map(_LINE, filter(None, locs))).values(), default=0) < MIN_TRIPS and (
+            len(unplaced) - sum(map(_FREE_OPS.__contains__, unplaced)) < MIN_TRIPS):
+        return False
     lines = Counter([(n.op.name, n.loc.line if n.loc is not None else 0) for n in nodes
                      if n.op.name not in _FREE])
     return bool(lines) and max(lines.values()) >= MIN_TRIPS
