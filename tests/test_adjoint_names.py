@@ -15,13 +15,7 @@ from gradgen.peephole import identical_input, names_adjoint
 from gradgen.reverse import reverse
 from gradgen.tracing import trace_function
 
-
-def design_example(x):
-    y = x * x
-    a = y + 1
-    b = y * 2
-    c = a + b
-    return c
+from .test_optimize import reused as design_example  # DESIGN.md section 6's example
 
 
 def chain(x, w):
@@ -53,7 +47,7 @@ def test_a_named_values_adjoint_is_the_node_its_rule_made():
 
 def test_the_emitted_statements_are_those_the_renames_made():
     source = gradgen.emit(design_example, 2.0)
-    body = source[source.index("def design_example_grad("):].split("\n\n\n")[0]
+    body = source[source.index("def reused_grad("):].split("\n\n\n")[0]
     assert "    grad_b = grad_c\n    grad_a = grad_c\n" in body  # (combined as pulled back)
     assert "    grad_y = grad_a + grad_b * 2.0\n" in body
     assert "    grad_x = 2.0 * (grad_y * x)\n" in body
