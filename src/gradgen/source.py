@@ -134,6 +134,16 @@ class _LineTable(NamedTuple):
     # the offset where each span ends: the next one's start, then the code's end
     ends: list[int]
 
+    def span(self, lasti: int) -> tuple[int, int, int] | None:
+        """(line, start, stop) around instruction offset ``lasti``; None where the table
+        says no line (ask the frame)."""
+        k = bisect.bisect_right(self.starts, lasti) - 1
+        if k >= 0:
+            line, end = self.lines[k], self.ends[k]
+            if lasti < end and line is not None:
+                return line, self.starts[k], end
+        return None
+
 
 def frame_line(frame) -> int:
     """``frame.f_lineno``, in logarithmic time however long the frame's function is."""
@@ -145,13 +155,8 @@ def line_span(frame, lasti: int) -> tuple[int, int, int]:
     offsets [start, stop) around it that run that line too (the tracer's location of the
     next op is the same while the frame stays in them)."""
     table = line_table(frame.f_code)
-    if table is not None:
-        k = bisect.bisect_right(table.starts, lasti) - 1
-        if k >= 0:
-            line, end = table.lines[k], table.ends[k]
-            if lasti < end and line is not None:
-                return line, table.starts[k], end
-    return frame.f_lineno, lasti, lasti + 1
+    span = table.span(lasti) if table is not None else None
+    return span if span is not None else (frame.f_lineno, lasti, lasti + 1)
 
 
 def line_table(code) -> _LineTable | None:

@@ -6,7 +6,6 @@ import math
 import sys
 import threading
 import weakref
-from bisect import bisect_right
 from typing import Self
 
 import numpy as np
@@ -174,21 +173,15 @@ def _user_loc() -> SourceLoc | None:
 
 def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
     """``frame`` runs a line (another one, or the same one again): its SourceLoc. (Once per
-    line of an unrolled function: ``line_span`` and the watcher's common case written out.)"""
+    line of an unrolled function: the frame's table kept, and the watcher's common case
+    written out.)"""
     same = frame is where.frame
     table = where.table if same else line_table(code)
-    line = None
-    if table is not None:
-        k = bisect_right(table.starts, lasti) - 1
-        if k >= 0:
-            line, stop = table.lines[k], table.ends[k]
-            if lasti < stop and line is not None:
-                where.start, where.stop = table.starts[k], stop
-            else:
-                line = None
-    if line is None:
-        line = frame.f_lineno
-        where.start, where.stop = lasti, lasti + 1
+    span = table.span(lasti) if table is not None else None
+    if span is not None:
+        line, where.start, where.stop = span
+    else:
+        line, where.start, where.stop = frame.f_lineno, lasti, lasti + 1
     run = where.run
     if same and run is not None:  # the watcher's record of this frame
         if line == run.line and (lasti > run.lasti or lasti == run.lasti
