@@ -270,6 +270,10 @@ class Graph:
             counts[ref.node] = get(ref.node, 0) + 1
         return counts
 
+    def readers(self) -> dict[Node, list[Node | None]]:
+        """readers_of(self.nodes, self.outputs)."""
+        return readers_of(self.nodes, self.outputs)
+
     def verify(self) -> None:
         """Check the invariants (like torch.fx's lint); raises AssertionError on a broken graph."""
         seen: set[Node] = set()
@@ -306,3 +310,15 @@ class Graph:
         from .dot import render
 
         return render(self, path)
+
+
+def readers_of(nodes, outputs) -> dict[Node, list[Node | None]]:
+    """The nodes that read each value, in order, once per input that reads it; None once per
+    output it is (the caller reads it). A value nobody reads has no entry."""
+    readers: dict[Node, list[Node | None]] = {}
+    for node in nodes:
+        for ref in node.inputs:
+            readers.setdefault(ref.node, []).append(node)
+    for ref in outputs:
+        readers.setdefault(ref.node, []).append(None)
+    return readers

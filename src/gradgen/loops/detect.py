@@ -26,7 +26,7 @@ from operator import attrgetter, is_
 import numpy as np
 
 from ..abstract import Pending, concrete
-from ..ir import Aval, Graph, Node, Ref, aval_of
+from ..ir import Aval, Graph, Node, Ref, aval_of, readers_of
 from ..ops import OPS
 from ..optimize.dce import dce
 from ..peephole import hashable as _hashable
@@ -177,12 +177,7 @@ def _roll_once(nodes: list[Node], outputs: list[Ref], values: dict):
     for i in range(len(keys) - 1, -1, -1):
         following[i] = last.get(keys[i], -1)
         last[keys[i]] = i
-    users: dict[Node, list] = {}
-    for node in nodes:
-        for ref in node.inputs:
-            users.setdefault(ref.node, []).append(node)
-    for ref in outputs:
-        users.setdefault(ref.node, []).append(None)
+    users = readers_of(nodes, outputs)
     plans = []
     runs: dict[int, tuple[int, int]] = {}
     i = 0

@@ -32,12 +32,7 @@ def gather_into_trips(graph: Graph, values: dict) -> tuple[Graph, set[Node]] | N
     moved: set[Node] = set()
     relocated: set[Node] = set()  # constants placed elsewhere
     named: dict[Node, str] = {}
-    readers: dict[Node, list[Node]] = {}
-    for node in graph.nodes:
-        for ref in node.inputs:
-            readers.setdefault(ref.node, []).append(node)
-    for ref in graph.outputs:
-        readers.setdefault(ref.node, []).append(None)
+    readers = graph.readers()
     for node in graph.nodes:
         if node.op.name == "stack":
             writes = _stack_as_writes(node, position, values)

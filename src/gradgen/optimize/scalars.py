@@ -132,18 +132,13 @@ class Readers:
 
     def __init__(self, graph):
         self.graph = graph
-        self._of: dict[Node, list[Node]] | None = None
+        self._of: dict[Node, list[Node | None]] | None = None
 
     def of(self, node: Node) -> list[tuple[Node | None, Node]]:
         """(reader, the node it reads: ``node``, an adjoint or a view of it) pairs; the
         reader None is the caller, for an output."""
         if self._of is None:
-            self._of = {}
-            for reader in self.graph.nodes:
-                for ref in reader.inputs:
-                    self._of.setdefault(ref.node, []).append(reader)
-            for ref in self.graph.outputs:
-                self._of.setdefault(ref.node, []).append(None)
+            self._of = self.graph.readers()
         found, todo = [], [(r, node) for r in self._of.get(node, ())]
         while todo:
             reader, read = todo.pop()
