@@ -525,3 +525,22 @@ def test_a_rolled_loop_feeding_later_arithmetic_with_arrays_let_go():
     np.testing.assert_allclose(g_u, numeric_grad(last_state_loss, args, 1), rtol=1e-6,
                                atol=1e-9)
     assert "for t in reversed(range(20)):" in gradgen.emit(last_state_loss, *args)
+
+
+def buffer_rows(x, W):
+    hs = np.zeros((x.shape[0] + 1, W.shape[1]))
+    for t in range(x.shape[0]):
+        hs[t + 1] = np.tanh(x[t] @ W + np.sin(hs[t]) * 0.5)
+    return np.sum(hs**2)
+
+
+def test_hoisted_functions_of_a_buffers_rows_are_named_after_the_rows():
+    # the rows a trip writes into a buffer have no name of the user's: the carry's (hs_t)
+    rng = np.random.default_rng(13)
+    args = [rng.normal(size=(40, 3)), rng.normal(size=(3, 3)) * 0.5]
+    other = [rng.normal(size=(40, 3)), rng.normal(size=(3, 3)) * 0.5]
+    rolled = _check_program(buffer_rows, args, other, argnums=(0, 1))
+    assert "one_minus_hs_t_sq = 1.0 - hs_t_rows_1 * hs_t_rows_1" in rolled
+    assert "cos_hs_t = np.cos(hs_t_rows[:-1])" in rolled
+    for argnum in (0, 1):
+        _fd_check(buffer_rows, args, argnum)

@@ -722,7 +722,10 @@ class RegionWriter:
         before = hoisted.before
         inputs = {j: self._stack_text(Operand("input", b), split, info, node, lines=lines)
                   for j, b in enumerate(hoisted.stacked)}
-        held = Held(before.nodes, {})
+        # an unnamed value (a row a buffer's trip wrote) is named after the variable it is in
+        held = Held(before.nodes, {n: base for n, text in zip(before.inputs, inputs.values(),
+                                                             strict=True)
+                                   if n.name is None and (base := _stacked_base(text))})
         preset = {r.node: self.namer.fresh(held_name(r.node, held) or "rows")
                   for r in before.outputs}
         emitted = self._body(before, inputs, preset, {})
@@ -832,6 +835,12 @@ class RegionWriter:
     def _outputs_of(self, node: Node) -> dict[int, Node]:
         return {out.attrs["index"]: out for out in self.wanted_names
                 if out.inputs[0].node is node}
+
+
+def _stacked_base(text: str) -> str | None:
+    """The variable a stack of rows holds the values of: ``h`` for ``h_rows[1:]``."""
+    match = re.fullmatch(r"(\w+?)_rows(\[[^\]]*\])?", text)
+    return match[1] if match else text if text.isidentifier() else None
 
 
 class _Raw(str):
