@@ -23,6 +23,11 @@ loop keeps per trip, the rows of an input the loop slices); anything else is wri
 row of an array the backward loop fills. BLAS and ``sum`` add the trips in their own order, so
 the last bits may differ from trip-by-trip addition (arrays only: a number's gradient is
 still added trip by trip, a Python float costs less to add than to store).
+
+The same holds for what a trip computes from forward values only: tanh's derivative ``1.0 -
+h * h`` in every trip of the backward loop is one op over the stacked states before it
+(``hoist_elementwise``), each trip reading its row, the same numbers (an elementwise op is the
+same on a row as on the whole).
 """
 
 from __future__ import annotations

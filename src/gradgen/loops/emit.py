@@ -6,7 +6,9 @@ the start of each trip and the body values the derivative rules reuse); the back
 reads them back by the loop variable, carries ``grad_<carry>`` from trip to trip, and adds
 each read-only value's gradient into one accumulator (``grad_W += ...``), or, when each
 trip's share is an outer product, stores the trip's vectors and multiplies them once after
-the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product).
+the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product, and the
+backward's elementwise functions of forward values, ``1.0 - h * h``, as one op over all the
+trips' values before the backward loop).
 """
 
 from __future__ import annotations
