@@ -469,6 +469,9 @@ def _counted(terms: list) -> list:
     """A computed scalar that comes k times among a longer sum's terms (``x * x`` inside
     ``x * sin(x) + x * x``) is one term ``k * t`` where it first comes, not ``t + t``: the
     order of a value's contributions is reverse mode's own, never the user's."""
+    refs = [t.ref for t in terms if type(t) is Tracer]
+    if len(set(refs)) == len(refs):
+        return terms  # (most sums: no term twice)
     refs = [t.ref if isinstance(t, Tracer) and t.ref.aval.shape == ()
             and t.ref.node.op.name != "const" else None for t in terms]
     counts = Counter(ref for ref in refs if ref is not None)
