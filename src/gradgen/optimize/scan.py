@@ -5,8 +5,6 @@ and one walk over the nodes and their inputs says so for every pass."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import attrgetter, is_not, not_
 
 from ..ir import PY_NUMBER_AVALS, Graph, Node
 from ..peephole import NO_DUPLICATES, UNIQUE, is_number, node_key
@@ -22,10 +20,6 @@ SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
 WEIGHTY = {"const", "broadcast_to"}  # what a rewrite of more than -(-x) needs among them
 _SCAN = "optimize.scan"  # graph.meta key
 _FLOAT_AVALS = PY_NUMBER_AVALS[float]
-# (read in C: a Node's fields, and its op compared by identity)
-_OP = attrgetter("op")
-_INPUTS = attrgetter("inputs")
-_AVALS = attrgetter("avals")
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,79 +42,62 @@ def scan(graph: Graph) -> Scan:
     found = graph.meta.get(_SCAN)
     if found is not None and found.nodes == nodes:
         return found
-    # It runs on every node of the joint graph, and on most of them finds nothing: the
-    # walks over all nodes are C iterators (map, compress) that pick out the few a pass may
-    # rewrite, and only those are looked at one by one in Python.
-    ops = list(map(_OP, nodes))
-    kinds = set(ops)  # (a few: the walks below compare ops, a name is one lookup more)
-    special_ops = {op for op in kinds if op.name in SPECIAL_INPUTS}
-    sum_ops = {op for op in kinds if op.name == "add_n"}
-    # no cse keys where reverse proved there is no duplicate among these very nodes
-    proven = graph.meta.get(NO_DUPLICATES)
-    duplicates = (proven is None or proven != nodes) and _has_duplicates(nodes)
-    special: set[tuple] = set()  # the Refs of the special nodes, which their readers read
+    # One walk (it runs on every node of the joint graph): the special nodes and the unit
+    # constants are collected on the way, before anything reads them (the order is
+    # topological), and most nodes of scalar code hold the one shared avals tuple of a float.
+    special: set[tuple] = set()  # what a node reads from the special nodes: their Refs
     weighty: set[tuple] = set()  # those of the constants and broadcasts among them
     units: set[Node] = set()  # the constants of x * 1, x + 0
-    for node in compress(nodes, map(special_ops.__contains__, ops)):
-        outs = [(node, i) for i in range(len(node.avals))]
-        special.update(outs)
-        if node.op.name in WEIGHTY:
-            weighty.update(outs)
-            if node.op.name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
-                units.add(node)
-    sums = list(compress(nodes, map(sum_ops.__contains__, ops))) if sum_ops else []
-    nested_sums = False
-    for node in sums:
-        ins = node.inputs
-        if ins and ins[0][0].op.name == "add_n":
-            nested_sums = True
-            break
-    foldable = _scalar_foldable(nodes, ops, kinds, sums, special, weighty, units)
-    found = Scan(list(nodes), {op.name for op in kinds}, duplicates, foldable, nested_sums)
-    graph.meta[_SCAN] = found
-    return found
-
-
-def _scalar_foldable(nodes, ops, kinds, sums, special, weighty, units) -> set[Node] | None:
-    """Scan.foldable: None when some value is an array."""
-    # most nodes of scalar code hold the one shared avals tuple of a float: the others are
-    # looked at
-    for node in compress(nodes, map(is_not, map(_AVALS, nodes), repeat(_FLOAT_AVALS))):
-        for aval in node.avals:
-            if aval.shape:
-                return None
-    by_name = {op for op in kinds if op.name in BY_NAME}
-    foldable = set(compress(nodes, map(by_name.__contains__, ops))) if by_name else set()
-    # the readers of a special node: a rewrite may apply when what they read allows it
-    readers = compress(nodes, map(not_, map(special.isdisjoint, map(_INPUTS, nodes))))
-    for node in readers:
-        if node in foldable:
-            continue
-        ins = node.inputs
-        if weighty.isdisjoint(ins):  # only the seed or a negation: -(-x) (may_fold_scalar)
-            if node.op.name == "neg" and ins[0][0].op.name == "neg":
-                foldable.add(node)
-        elif may_fold_scalar(node, units):
-            foldable.add(node)
-    for node in sums:  # x + x (a sum that reads a special node was decided above)
-        ins = node.inputs
-        if len(ins) == 2 and ins[0] == ins[1] and special.isdisjoint(ins):
-            foldable.add(node)
-    return foldable
-
-
-def _has_duplicates(nodes) -> bool:
-    """Do two nodes have one cse key?"""
-    plain: list[tuple] = []  # the keys of the nodes without attributes (most of them)
+    plain: list[tuple] = []  # cse keys of the nodes without attributes (most of them)
     keyed: list[tuple] = []
+    foldable: set[Node] | None = set()
+    names: list[str] = []
+    nested_sums = False
+    # no cse keys where reverse proved there is no duplicate among these very nodes
+    proven = graph.meta.get(NO_DUPLICATES)
+    keys_wanted = proven is None or proven != nodes
     for node in nodes:
         name = node.op.name
-        if name not in UNIQUE:
+        names.append(name)
+        ins = node.inputs
+        if keys_wanted and name not in UNIQUE:
             if node.attrs:
-                keyed.append(node_key(name, node.inputs, node.attrs))
+                keyed.append(node_key(name, ins, node.attrs))
             else:
-                plain.append((name, node.inputs))
-    return len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed)
+                plain.append((name, ins))
+        if name in SPECIAL_INPUTS:
+            outs = [(node, i) for i in range(len(node.avals))]
+            special.update(outs)
+            if name in WEIGHTY:
+                weighty.update(outs)
+            if name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
+                units.add(node)
+        elif name == "add_n" and ins and ins[0][0].op.name == "add_n":
+            nested_sums = True
+        if foldable is None:
+            continue
+        avals = node.avals
+        if avals is not _FLOAT_AVALS:
+            for aval in avals:
+                if aval.shape:
+                    foldable = None
+                    break
+            if foldable is None:
+                continue
+        if name in BY_NAME:
+            foldable.add(node)
+        elif not special.isdisjoint(ins):
+            if weighty.isdisjoint(ins):  # only the seed or a negation: -(-x) (may_fold_scalar)
+                if name == "neg" and ins[0][0].op.name == "neg":
+                    foldable.add(node)
+            elif may_fold_scalar(node, units):
+                foldable.add(node)
+        elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
+            foldable.add(node)
+    duplicates = keys_wanted and (len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed))
+    found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
+    graph.meta[_SCAN] = found
+    return found
 
 
 def forget_scan(graph: Graph) -> Graph:
