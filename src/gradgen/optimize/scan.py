@@ -32,7 +32,8 @@ class Scan:
     ops: set[str]  # the names of the ops in the graph
     duplicates: bool  # do two nodes have one cse key?
     foldable: set[Node] | None
-    nested_sums: bool  # is the first term of some sum a sum (flatten_sums)?
+    # the sums whose first term is a sum (flatten_sums; None: look at every node)
+    nested_sums: list[Node] | None
 
 
 def scan(graph: Graph) -> Scan:
@@ -52,7 +53,7 @@ def scan(graph: Graph) -> Scan:
     keyed: list[tuple] = []
     foldable: set[Node] | None = set()
     names: list[str] = []
-    nested_sums = False
+    nested_sums: list[Node] = []
     # no cse keys where reverse proved there is no duplicate among these very nodes
     proven = graph.meta.get(NO_DUPLICATES)
     keys_wanted = proven is None or proven != nodes
@@ -73,7 +74,7 @@ def scan(graph: Graph) -> Scan:
             if name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
                 units.add(node)
         elif name == "add_n" and ins and ins[0][0].op.name == "add_n":
-            nested_sums = True
+            nested_sums.append(node)
         if foldable is None:
             continue
         avals = node.avals
