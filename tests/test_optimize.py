@@ -694,8 +694,8 @@ def identities_everywhere(x, y):
 def test_the_scan_finds_every_node_fold_and_cse_would_change(fn, args, monkeypatch):
     """fold visits only the nodes the scan picks, cse sweeps only when the scan saw a
     duplicate, flatten_sums only the nested sums it listed: the same graphs as visiting every
-    node and always sweeping, on the forward
-    (identities and duplicates as written) and on the joint graph."""
+    node and always sweeping, on the forward (identities and duplicates as written) and on
+    the joint graph."""
     scan_module = importlib.import_module("gradgen.optimize.scan")
     forward = trace_function(fn, args)
     graphs = [forward, reverse(forward, range(len(forward.inputs)))]
