@@ -4,9 +4,11 @@ library's ast, one traced function at a time, cached per file and refreshed when
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import importlib.util
 import inspect
+import itertools
 import linecache
 import math
 import os
@@ -416,6 +418,46 @@ def test_frame_line_of_a_long_function_is_f_lineno():
     namespace["long"]()
     assert len(namespace["long"].__code__.co_code) > source._LONG_CODE
     assert len(seen) == 8 and all(a == b for a, b in seen)
+
+
+def _code_objects(module) -> list:
+    """Every code object of a module's functions and classes, nested ones too."""
+    found, pending = [], [v.__code__ for v in vars(module).values() if hasattr(v, "__code__")]
+    pending += [f.__code__ for c in vars(module).values() if isinstance(c, type)
+                for f in vars(c).values() if hasattr(f, "__code__")]
+    while pending:
+        code = pending.pop()
+        found.append(code)
+        pending += [c for c in code.co_consts if hasattr(c, "co_lines")]
+    return found
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="co_lnotab is read up to 3.11")
+def test_the_spans_of_lnotab_are_those_of_co_lines():
+    """Every instruction co_lines gives a line lies in a span of that line; one it gives none
+    (cleanup code, where no op is recorded) lies in the span of the line before, or of the
+    def line. Taken from
+    code with long jumps of offset and line (more than a byte's step) both ways."""
+    text = "def jumps(x):\n" + "".join(
+        f"    a{i} = x * {i}\n" + "\n" * (300 if i % 7 == 0 else 0)
+        + (f"    a{i} = (x\n" + "\n" * 200 + f"        + {i})\n" if i % 5 == 0 else "")
+        + (f"    for k in range({i}):\n        x = x + k\n" if i % 11 == 0 else "")
+        for i in range(80)) + "    b = " + " + ".join(["x"] * 200) + "\n    return b\n"
+    namespace: dict = {}
+    exec(compile(text, "<jumps>", "exec"), namespace)  # noqa: S102
+    table = namespace["jumps"].__code__.co_lnotab
+    assert 0 in table[0::2] and 0 in table[1::2]  # steps written as several pairs, both ways
+    codes = [namespace["jumps"].__code__, *_code_objects(ast), *_code_objects(inspect)]
+    for code in codes:
+        starts, lines = source._spans_of_lnotab(code)
+        assert starts[0] == 0 and starts == sorted(set(starts))
+        assert all(a != b for a, b in itertools.pairwise(lines))  # merged
+        previous = code.co_firstlineno  # (cells made before the first line: the def's)
+        for start, end, line in code.co_lines():
+            k = bisect.bisect_right(starts, start) - 1
+            assert k == bisect.bisect_right(starts, end - 1) - 1  # within one span
+            assert lines[k] == (line if line is not None else previous), (code, start)
+            previous = lines[k]
 
 
 def _doubled(v):
