@@ -578,12 +578,30 @@ def test_the_header_path_without_relpath_is_what_relpath_says(path, cwd):
     "if x:", "x = y[1:2]", "_x1 = 3", "1x = 2", "x.y = 1", "x[0] = 1",
 ])
 def test_the_assignment_regex_reads_lines_as_the_backtracking_one_did(line):
-    # _TARGETS uses possessive repeats (fewer instructions per line); the targets it finds
-    # are the ones the earlier pattern with backtracking repeats found.
+    # _TARGETS uses possessive repeats (fewer instructions per line) and starts at a newline
+    # (the regex engine skips to the next one); the targets it finds are the ones the
+    # earlier pattern with backtracking repeats and ``^`` found, line by line.
     import re
 
     backtracking = re.compile(
         r"^[ \t]*(?:([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
         r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:\n]*$)?", re.MULTILINE)
     text = f"{line}\n    {line}\n"
-    assert linemap._TARGETS.findall(text) == backtracking.findall(text)
+    assert linemap._assignment_targets(text) == backtracking.findall(text)
+
+
+def test_the_assignment_regex_reads_any_text_as_the_one_anchored_at_line_starts():
+    # Starting each match at the newline before its line (the engine skips to the next one)
+    # finds, line by line, what ``^`` found trying every character.
+    import random
+    import re
+
+    anchored = re.compile(
+        r"^[ \t]*(?:([A-Za-z_]\w*+(?:[ \t]*+,[ \t]*+[A-Za-z_]\w*+)*+)[ \t]*+"
+        r"(?:=|[-+*/%@&|^]=|//=|\*\*=|>>=|<<=)[ \t]*+[^=:\s][^=:\n]*+$)?", re.MULTILINE)
+    pieces = ["x", "y1", "_", " ", "\t", "=", "+", ":", ",", "\n", "(", ")", "==", "\r",
+              "\x0c", "é", "*", "//", "1", "<<", "@"]
+    rng = random.Random(0)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert linemap._assignment_targets(text) == anchored.findall(text), repr(text)
