@@ -191,11 +191,11 @@ def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
     same = frame is where.frame
     table = where.table if same else line_table(code)
     line = None
-    if table is not None:  # (table.span)
-        starts = table.starts
+    if table is not None:  # (table.span; its fields unpacked: a named field's read is slow)
+        _, starts, lines, ends = table
         k = _bisect_right(starts, lasti) - 1
-        if k >= 0 and lasti < (stop := table.ends[k]):
-            line = table.lines[k]
+        if k >= 0 and lasti < (stop := ends[k]):
+            line = lines[k]
             where.start, where.stop = starts[k], stop
     if line is None:
         line, where.start, where.stop = frame.f_lineno, lasti, lasti + 1
