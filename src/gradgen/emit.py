@@ -368,7 +368,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 # the sum was inlined into this statement or the name is a fallback (tmp)
                 own = node.name or (node.grad_of is not None and op == "add_n"
                                     and node not in held.fallbacks)
-                target = name.removeprefix("grad_") if own else "this value"
+                # (the value's own name: grad_x_1, a second derivative, gathers x's uses)
+                target = ((names.get(node.grad_of) if node.grad_of is not None else None)
+                          or name.removeprefix("grad_")) if own else "this value"
                 body.append(_fused_note(target, note))
             elif node.loc is not None and node.loc is not group_loc and node.loc != group_loc:
                 body.append(_comment_for_group(node.loc))  # (a line's ops share its loc)
