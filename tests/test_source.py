@@ -605,3 +605,32 @@ def test_the_assignment_regex_reads_any_text_as_the_one_anchored_at_line_starts(
     for _ in range(20_000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
         assert linemap._assignment_targets(text) == anchored.findall(text), repr(text)
+
+
+@pytest.mark.parametrize("text, straight", [
+    ("def f(x, y):\n    a = x * y\n    b = a + 1\n    return b\n", True),
+    ("def f(x: float, k=2) -> float:\n    a = x * k\n\n    pass\n    return a * (a + 1)\n", True),
+    ("def f(x):\n    a = x\n    return (a +\n            1)\n", False),  # goes on below
+    ("def f(x):\n    a = x\n    if a:\n        a = a + 1\n    return a\n", False),
+    ("def f(x):\n    a = x\n    print(a)\n    return a\n", False),
+    ("@staticmethod\ndef f(x):\n    a = x\n    return a\n", False),
+    ("def f(\n    x,\n):\n    a = x\n    return a\n", False),
+])
+def test_a_straight_def_is_read_without_the_parser(text, straight, monkeypatch):
+    # Header, one-line assignments, returns: the parser is not asked, and the table, the end
+    # line and the block are what a full parse gives.
+    lines = text.splitlines(True)
+    calls = []
+    parse = ast.parse
+    monkeypatch.setattr(linemap.ast, "parse", lambda *a, **k: calls.append(1) or parse(*a, **k))
+    node = linemap.parse_def(lines, 1)
+    assert (not calls) is straight
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of([node], lines, table)
+    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, {}))
+    full = linemap.parse_def(lines, 1)
+    expected: dict[int, LineInfo] = {}
+    linemap.line_table_of([full], lines, expected)
+    assert table == expected
+    assert (node.end_lineno, linemap.block_end(lines, node)) == (
+        full.end_lineno, linemap.block_end(lines, full))

@@ -57,6 +57,11 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
     # Lines before the def keep the file's line numbers; "if 1:" admits an indented def.
     prefix = _nothing(first - 2) + "if 1:\n" if indent else _nothing(first - 1)
     body_lines, whole = _skeleton(lines[first - 1:end], first)
+    if whole and not head.lstrip().startswith("@"):  # plain code, no decorator: no parser?
+        node = _straight_def(body_lines, first, indent)
+        if node is not None:
+            node.whole_lines = whole
+            return node
     try:
         module = ast.parse(prefix + "".join(body_lines))
     except (SyntaxError, ValueError):
@@ -71,6 +76,52 @@ def parse_def(lines: list[str], first: int) -> ast.stmt | None:
         return None
     node.whole_lines = whole  # (see _skeleton: the assignments taken out)
     return node
+
+
+# A def header on one line, and the statements a skeleton may leave of straight-line code
+_HEADER = re.compile(r"[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(.*\)[^:]*:[ \t]*\n?")
+_STRAIGHT = {"pass": ast.Pass, "return": ast.Return}
+
+
+def _straight_def(body_lines: list[str], first: int, indent: int) -> ast.FunctionDef | None:
+    """A def whose skeleton (plain code) is a header on one line and a body of one-line
+    ``return``, ``pass`` and _skeleton's place holders, as the parser gives it, without the
+    parser (a tenth of a 100-op first call's source analysis); None for anything else. Its
+    statements carry what ``line_table_of``, ``block_end`` and ``parse_def`` read: their
+    kind, lines and columns."""
+    header = _HEADER.fullmatch(body_lines[0])
+    if header is None or not body_lines[0].isascii():
+        return None
+    body: list[ast.stmt] = []
+    line, column = first + 1, None
+    for text in body_lines[1:]:
+        words = text.split(None, 1)
+        if words:
+            own = len(text) - len(text.lstrip())
+            if column is None:
+                column = own
+            if own != column or own <= indent:
+                return None
+            if words[0].startswith('"""'):  # a place holder: a string over its run of lines
+                last = line + text.count("\n") - 1
+                body.append(ast.Expr(lineno=line, col_offset=own, end_lineno=last,
+                                     end_col_offset=own + 3))
+                line = last + 1
+                continue
+            kind = _STRAIGHT.get(words[0])
+            if kind is None or not text.isascii() or (kind is ast.Pass and len(words) > 1):
+                return None
+            if len(words) > 1 and (text.count("(") != text.count(")") or text.count("[") != (
+                    text.count("]")) or text.count("{") != text.count("}")):
+                return None  # (its expression may go on below)
+            body.append(kind(lineno=line, col_offset=own, end_lineno=line,
+                             end_col_offset=len(text.rstrip())))
+        line += 1
+    if not body:
+        return None
+    return ast.FunctionDef(name=header[1], body=body, decorator_list=[], lineno=first,
+                           col_offset=indent, end_lineno=body[-1].end_lineno,
+                           end_col_offset=body[-1].end_col_offset)
 
 
 @functools.cache
