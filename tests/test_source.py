@@ -4,9 +4,11 @@ library's ast, one traced function at a time, cached per file and refreshed when
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import importlib.util
 import inspect
+import itertools
 import linecache
 import math
 import os
@@ -418,6 +420,46 @@ def test_frame_line_of_a_long_function_is_f_lineno():
     assert len(seen) == 8 and all(a == b for a, b in seen)
 
 
+def _code_objects(module) -> list:
+    """Every code object of a module's functions and classes, nested ones too."""
+    found, pending = [], [v.__code__ for v in vars(module).values() if hasattr(v, "__code__")]
+    pending += [f.__code__ for c in vars(module).values() if isinstance(c, type)
+                for f in vars(c).values() if hasattr(f, "__code__")]
+    while pending:
+        code = pending.pop()
+        found.append(code)
+        pending += [c for c in code.co_consts if hasattr(c, "co_lines")]
+    return found
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="co_lnotab is read up to 3.11")
+def test_the_spans_of_lnotab_are_those_of_co_lines():
+    """Every instruction co_lines gives a line lies in a span of that line; one it gives none
+    (cleanup code, where no op is recorded) lies in the span of the line before, or of the
+    def line. Taken from
+    code with long jumps of offset and line (more than a byte's step) both ways."""
+    text = "def jumps(x):\n" + "".join(
+        f"    a{i} = x * {i}\n" + "\n" * (300 if i % 7 == 0 else 0)
+        + (f"    a{i} = (x\n" + "\n" * 200 + f"        + {i})\n" if i % 5 == 0 else "")
+        + (f"    for k in range({i}):\n        x = x + k\n" if i % 11 == 0 else "")
+        for i in range(80)) + "    b = " + " + ".join(["x"] * 200) + "\n    return b\n"
+    namespace: dict = {}
+    exec(compile(text, "<jumps>", "exec"), namespace)  # noqa: S102
+    table = namespace["jumps"].__code__.co_lnotab
+    assert 0 in table[0::2] and 0 in table[1::2]  # steps written as several pairs, both ways
+    codes = [namespace["jumps"].__code__, *_code_objects(ast), *_code_objects(inspect)]
+    for code in codes:
+        starts, lines = source._spans_of_lnotab(code)
+        assert starts[0] == 0 and starts == sorted(set(starts))
+        assert all(a != b for a, b in itertools.pairwise(lines))  # merged
+        previous = code.co_firstlineno  # (cells made before the first line: the def's)
+        for start, end, line in code.co_lines():
+            k = bisect.bisect_right(starts, start) - 1
+            assert k == bisect.bisect_right(starts, end - 1) - 1  # within one span
+            assert lines[k] == (line if line is not None else previous), (code, start)
+            previous = lines[k]
+
+
 def _doubled(v):
     twice = v * 2
     return twice
@@ -536,12 +578,59 @@ def test_the_header_path_without_relpath_is_what_relpath_says(path, cwd):
     "if x:", "x = y[1:2]", "_x1 = 3", "1x = 2", "x.y = 1", "x[0] = 1",
 ])
 def test_the_assignment_regex_reads_lines_as_the_backtracking_one_did(line):
-    # _TARGETS uses possessive repeats (fewer instructions per line); the targets it finds
-    # are the ones the earlier pattern with backtracking repeats found.
+    # _TARGETS uses possessive repeats (fewer instructions per line) and starts at a newline
+    # (the regex engine skips to the next one); the targets it finds are the ones the
+    # earlier pattern with backtracking repeats and ``^`` found, line by line.
     import re
 
     backtracking = re.compile(
         r"^[ \t]*(?:([A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*"
         r"(?:[-+*/%@&|^]|//|\*\*|>>|<<)?=(?!=)[ \t]*[^=:\s][^=:\n]*$)?", re.MULTILINE)
     text = f"{line}\n    {line}\n"
-    assert linemap._TARGETS.findall(text) == backtracking.findall(text)
+    assert linemap._assignment_targets(text) == backtracking.findall(text)
+
+
+def test_the_assignment_regex_reads_any_text_as_the_one_anchored_at_line_starts():
+    # Starting each match at the newline before its line (the engine skips to the next one)
+    # finds, line by line, what ``^`` found trying every character.
+    import random
+    import re
+
+    anchored = re.compile(
+        r"^[ \t]*(?:([A-Za-z_]\w*+(?:[ \t]*+,[ \t]*+[A-Za-z_]\w*+)*+)[ \t]*+"
+        r"(?:=|[-+*/%@&|^]=|//=|\*\*=|>>=|<<=)[ \t]*+[^=:\s][^=:\n]*+$)?", re.MULTILINE)
+    pieces = ["x", "y1", "_", " ", "\t", "=", "+", ":", ",", "\n", "(", ")", "==", "\r",
+              "\x0c", "é", "*", "//", "1", "<<", "@"]
+    rng = random.Random(0)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert linemap._assignment_targets(text) == anchored.findall(text), repr(text)
+
+
+@pytest.mark.parametrize("text, straight", [
+    ("def f(x, y):\n    a = x * y\n    b = a + 1\n    return b\n", True),
+    ("def f(x: float, k=2) -> float:\n    a = x * k\n\n    pass\n    return a * (a + 1)\n", True),
+    ("def f(x):\n    a = x\n    return (a +\n            1)\n", False),  # goes on below
+    ("def f(x):\n    a = x\n    if a:\n        a = a + 1\n    return a\n", False),
+    ("def f(x):\n    a = x\n    print(a)\n    return a\n", False),
+    ("@staticmethod\ndef f(x):\n    a = x\n    return a\n", False),
+    ("def f(\n    x,\n):\n    a = x\n    return a\n", False),
+])
+def test_a_straight_def_is_read_without_the_parser(text, straight, monkeypatch):
+    # Header, one-line assignments, returns: the parser is not asked, and the table, the end
+    # line and the block are what a full parse gives.
+    lines = text.splitlines(True)
+    calls = []
+    parse = ast.parse
+    monkeypatch.setattr(linemap.ast, "parse", lambda *a, **k: calls.append(1) or parse(*a, **k))
+    node = linemap.parse_def(lines, 1)
+    assert (not calls) is straight
+    table: dict[int, LineInfo] = {}
+    linemap.line_table_of([node], lines, table)
+    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, {}))
+    full = linemap.parse_def(lines, 1)
+    expected: dict[int, LineInfo] = {}
+    linemap.line_table_of([full], lines, expected)
+    assert table == expected
+    assert (node.end_lineno, linemap.block_end(lines, node)) == (
+        full.end_lineno, linemap.block_end(lines, full))

@@ -635,3 +635,19 @@ def test_where_ops_are_recorded_from_is_per_thread():
         assert trace.site.loc is here
     assert seen == [(here, there)]
     assert trace.site.loc is None and trace.site.origin is None
+
+
+def test_the_shared_attrs_of_ops_without_attrs_stay_empty():
+    # x * y and math.sin(x) share one attrs dict (tracer._NO_ATTRS): a pass that wrote into a
+    # node's attrs would write into every such node's.
+    from gradgen import tracer
+
+    def f(x, y):
+        h = x
+        for _ in range(4):
+            h = math.sin(h) * y + h / 2.0
+        return -h * h
+
+    gradgen.grad(f, argnums=(0, 1))(0.3, 0.7)
+    gradgen.hessian(f)(0.3, 0.7)
+    assert tracer._NO_ATTRS == {}

@@ -14,7 +14,7 @@ import numpy as np
 from .errors import UnsupportedOperation, scipy_hint
 from .ops.registry import BOUND, FOREIGN, OPS, Op
 from .source import current_loc
-from .tracer import Tracer, bind, from_nested, has_traced, plain_values
+from .tracer import _NO_ATTRS, Tracer, bind, from_nested, has_traced, plain_values
 
 # Modules whose functions are never copied: we trace through their public entry points.
 _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
@@ -29,7 +29,8 @@ def _traced_math_function(name: str, fn):
                 return fn(x)
             op = BOUND.get(fn)
             if type(op) is Op:
-                return bind(op, (x if type(x._value) is float else _as_math_sees(x),), {})
+                return bind(op, (x if type(x._value) is float else _as_math_sees(x),),
+                            _NO_ATTRS)
         for a in args:  # (a plain loop: this runs per math call of the traced code)
             if isinstance(a, Tracer):
                 break

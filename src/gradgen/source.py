@@ -11,8 +11,8 @@ import sysconfig
 import types
 import weakref
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import itemgetter, ne
+from itertools import accumulate, compress
+from operator import and_, itemgetter, ne, truth
 from typing import NamedTuple
 
 import numpy as np
@@ -113,19 +113,19 @@ def loc_of_frame(frame) -> SourceLoc | None:
 # Python 3.11 finds ``frame.f_lineno`` by walking the code's line table from its start, so in
 # a long unrolled function each lookup costs as much as the function is long (0.7 ms at
 # 20,000 lines). A long function's table is read once and searched by bisection.
-# ``co_lines`` gives one range per instruction: the ranges of one line in a row are merged
-# (by C loops: map, compress), so that a line is one span, which the tracer's next op checks
-# before it asks the table again. (Filling a list with the line of every instruction cost a
-# microsecond per op; unpacking the ranges with ``zip(*...)`` grows faster than the
+# The table holds spans of one line (the instructions of one line in a row), which the
+# tracer's next op checks before it asks the table again; they are read by C loops (map,
+# compress, accumulate). (Filling a list with the line of every instruction cost a
+# microsecond per op; unpacking co_lines' ranges with ``zip(*...)`` grows faster than the
 # function from 10,000 ops on.)
 _LONG_CODE = 2048  # bytes of bytecode above which the table pays for itself
-_first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
+_first, _third = itemgetter(0), itemgetter(2)
 # id(code) -> _LineTable; code objects hash by their whole contents, so they are not keys
 _LINES_OF_CODE: dict[int, _LineTable] = {}
 
 
 class _LineTable(NamedTuple):
-    """co_lines()'s ranges merged into spans of one line, one list per field: lists of ints
+    """A code object's spans of one line, one list per field: lists of ints
     are three objects for the cyclic GC where a tuple per range was one per statement."""
 
     code: weakref.ref  # (the code object itself would be kept alive by the cache)
@@ -175,18 +175,45 @@ def _line_table(code) -> _LineTable:
     key = id(code)
     table = _LINES_OF_CODE.get(key)
     if table is None or table.code() is not code:
-        ranges = list(code.co_lines())
-        lines = list(map(_third, ranges))
-        # a span starts where the line differs from the one before (offsets with no line
-        # merge too: they are asked of the frame)
-        changed = [True, *map(ne, lines[1:], lines[:-1])] if ranges else []
-        spans = list(compress(ranges, changed))
-        starts = list(map(_first, spans))
+        starts, lines = _line_spans(code)
         table = _LINES_OF_CODE[key] = _LineTable(
             weakref.ref(code, lambda _, key=key: _LINES_OF_CODE.pop(key, None)), starts,
-            list(map(_third, spans)), [*starts[1:], *map(_second, ranges[-1:])])
+            lines, [*starts[1:], len(code.co_code)])
     _last_table = table  # one assignment: another thread sees the old table or the new
     return table
+
+
+def _spans_of_lines(code) -> tuple[list[int], list[int | None]]:
+    """(starts, lines) of the spans of one line, from ``co_lines``: one range per
+    instruction, merged where the line stays the same (offsets with no line merge too: they
+    are asked of the frame)."""
+    ranges = list(code.co_lines())
+    lines = list(map(_third, ranges))
+    # a span starts where the line differs from the one before
+    changed = [True, *map(ne, lines[1:], lines[:-1])] if ranges else []
+    spans = list(compress(ranges, changed))
+    return list(map(_first, spans)), list(map(_third, spans))
+
+
+def _spans_of_lnotab(code) -> tuple[list[int], list[int | None]]:
+    """(starts, lines) of the spans of one line, from Python 3.11's ``co_lnotab``: C walks
+    the location table and writes one (offset step, line step) byte pair per change of line,
+    where ``co_lines`` makes a tuple per instruction (a fifth of the cost at 1,000 lines).
+    An instruction with no line (cleanup code: MAKE_CELL, RERAISE, a loop's jump back; never
+    one that records an op) counts as the line before it. A step too long for a byte is
+    written as several pairs: the ones that do not change the line, or that another pair
+    continues at the same offset, are not spans of their own."""
+    table = code.co_lnotab
+    steps = table[0::2]
+    moves = memoryview(table[1::2]).cast("b")  # (signed: a line may come back)
+    starts = list(accumulate(steps, initial=0))
+    lines = list(accumulate(moves, initial=code.co_firstlineno))
+    own = [True, *map(and_, map(truth, moves), map(truth, [*steps[1:], 1]))]
+    return list(compress(starts, own)), list(compress(lines, own))
+
+
+# co_lnotab says what co_lines does, in C, up to Python 3.11; later versions warn that it goes
+_line_spans = _spans_of_lnotab if sys.version_info < (3, 12) else _spans_of_lines
 
 
 class _Gone:

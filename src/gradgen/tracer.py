@@ -6,6 +6,7 @@ import math
 import sys
 import threading
 import weakref
+from bisect import bisect_right as _bisect_right
 from typing import Self
 
 import numpy as np
@@ -52,13 +53,15 @@ _state = _State()
 class _Site:
     """The location and rule ops are recorded under (at_loc), in one thread: a plain slotted
     object that each trace holds (``Trace.site``), so recording an op reads two fields, not a
-    threading.local (whose attributes cost several times as much to read and write)."""
+    threading.local (whose attributes cost several times as much to read and write). It
+    also holds the thread's ``_Where``, for bind to hand to ``_user_loc``."""
 
-    __slots__ = ("loc", "origin")
+    __slots__ = ("loc", "origin", "where")
 
     def __init__(self):
         self.loc = None
         self.origin = None
+        self.where = _where()
 
 
 def _site() -> _Site:
@@ -87,6 +90,13 @@ class _Where:
         """No run is going on (a trace ended: do not keep its frame alive)."""
         self.frame = self.run = self.table = None
         self.start = self.stop = 0
+
+
+_new_object = object.__new__
+# The attrs of an op that has none (x * y): one dict for all of them, never written to (a
+# node's attrs are read only), where a new {} per recorded op was an allocation and 64
+# bytes kept per node.
+_NO_ATTRS: dict = {}
 
 
 def _where() -> _Where:
@@ -141,8 +151,10 @@ def set_watcher(watch, step=None) -> None:
     where.forget()
 
 
-def _user_loc() -> SourceLoc | None:
+def _user_loc(where: _Where | None = None) -> SourceLoc | None:
     """The innermost user frame's location, as ``current_loc``; the watcher sees the frame.
+    ``where`` is this thread's _Where when the caller has it at hand (bind: its trace's
+    site), else it is looked up.
     (Runs once per recorded op: the frames between are looked up in a dict, not a call, and
     while the frame stays within the instructions of the last op's line, that line's
     SourceLoc is the answer without asking the line table or the watcher.)"""
@@ -157,7 +169,8 @@ def _user_loc() -> SourceLoc | None:
         callee, frame = frame, frame.f_back
         if frame is None:
             return None
-    where = _state.where or _where()
+    if where is None:
+        where = _state.where or _where()
     lasti = frame.f_lasti
     if frame is where.frame and where.start <= lasti < where.stop:
         run = where.run
@@ -173,14 +186,18 @@ def _user_loc() -> SourceLoc | None:
 
 def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
     """``frame`` runs a line (another one, or the same one again): its SourceLoc. (Once per
-    line of an unrolled function: the frame's table kept, and the watcher's common case
-    written out.)"""
+    line of an unrolled function: the frame's table kept, its search and the watcher's
+    common case written out.)"""
     same = frame is where.frame
     table = where.table if same else line_table(code)
-    span = table.span(lasti) if table is not None else None
-    if span is not None:
-        line, where.start, where.stop = span
-    else:
+    line = None
+    if table is not None:  # (table.span; its fields unpacked: a named field's read is slow)
+        _, starts, lines, ends = table
+        k = _bisect_right(starts, lasti) - 1
+        if k >= 0 and lasti < (stop := ends[k]):
+            line = lines[k]
+            where.start, where.stop = starts[k], stop
+    if line is None:
         line, where.start, where.stop = frame.f_lineno, lasti, lasti + 1
     run = where.run
     if same and run is not None:  # the watcher's record of this frame
@@ -197,7 +214,11 @@ def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
     if last is not None and last.line == line and last.file is code.co_filename and (
             last.func is code.co_name):
         return last
-    loc = where.loc = SourceLoc(code.co_filename, line, code.co_name)
+    # SourceLoc(code.co_filename, line, code.co_name), its fields set here: calling a class
+    # with a Python __init__ costs several times what the stores do
+    loc = where.loc = _new_object(SourceLoc)
+    loc.file, loc.line, loc.func = code.co_filename, line, code.co_name
+    loc._short = loc._text = None
     return loc
 
 
@@ -425,7 +446,7 @@ def bind(op, args, attrs) -> object:
                     return new_tracer(trace, _new_ref(Ref, (same, 0)), out)
     # new_node(op, refs, attrs, avals, loc, None, trace.role, origin) written out
     site = trace.site
-    loc = site.loc or _user_loc()  # (first: the naming watcher reads the next serial)
+    loc = site.loc or _user_loc(site.where)  # (first: the watcher reads the next serial)
     SERIALS.peek += 1
     node = _new_node(Node)
     node.serial = next(_NEXT_SERIAL)
@@ -768,96 +789,96 @@ class Tracer:
 
     # --- arithmetic (bind called directly: one call fewer per operator on a tracer) ----------
     def __add__(self, o):
-        return bind(OPS["add"], (self, o), {})
+        return bind(OPS["add"], (self, o), _NO_ATTRS)
 
     def __radd__(self, o):
-        return bind(OPS["add"], (o, self), {})
+        return bind(OPS["add"], (o, self), _NO_ATTRS)
 
     def __sub__(self, o):
-        return bind(OPS["sub"], (self, o), {})
+        return bind(OPS["sub"], (self, o), _NO_ATTRS)
 
     def __rsub__(self, o):
-        return bind(OPS["sub"], (o, self), {})
+        return bind(OPS["sub"], (o, self), _NO_ATTRS)
 
     def __mul__(self, o):
-        return bind(OPS["mul"], (self, o), {})
+        return bind(OPS["mul"], (self, o), _NO_ATTRS)
 
     def __rmul__(self, o):
-        return bind(OPS["mul"], (o, self), {})
+        return bind(OPS["mul"], (o, self), _NO_ATTRS)
 
     def __truediv__(self, o):
-        return bind(OPS["div"], (self, o), {})
+        return bind(OPS["div"], (self, o), _NO_ATTRS)
 
     def __rtruediv__(self, o):
-        return bind(OPS["div"], (o, self), {})
+        return bind(OPS["div"], (o, self), _NO_ATTRS)
 
     def __pow__(self, o, mod=None):
         if mod is not None:
             raise _unsupported("pow() with a modulus on a traced value")
-        return bind(OPS["pow"], (self, o), {})
+        return bind(OPS["pow"], (self, o), _NO_ATTRS)
 
     def __rpow__(self, o):
-        return bind(OPS["pow"], (o, self), {})
+        return bind(OPS["pow"], (o, self), _NO_ATTRS)
 
     def __matmul__(self, o):
-        return bind(OPS["matmul"], (self, o), {})
+        return bind(OPS["matmul"], (self, o), _NO_ATTRS)
 
     def __rmatmul__(self, o):
-        return bind(OPS["matmul"], (o, self), {})
+        return bind(OPS["matmul"], (o, self), _NO_ATTRS)
 
     def __neg__(self):
-        return bind(OPS["neg"], (self,), {})
+        return bind(OPS["neg"], (self,), _NO_ATTRS)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return bind(OPS["abs"], (self,), {})
+        return bind(OPS["abs"], (self,), _NO_ATTRS)
 
     def __floordiv__(self, o):
-        return bind(OPS["floordiv"], (self, o), {})
+        return bind(OPS["floordiv"], (self, o), _NO_ATTRS)
 
     def __rfloordiv__(self, o):
-        return bind(OPS["floordiv"], (o, self), {})
+        return bind(OPS["floordiv"], (o, self), _NO_ATTRS)
 
     def __mod__(self, o):
-        return bind(OPS["mod"], (self, o), {})
+        return bind(OPS["mod"], (self, o), _NO_ATTRS)
 
     def __rmod__(self, o):
-        return bind(OPS["mod"], (o, self), {})
+        return bind(OPS["mod"], (o, self), _NO_ATTRS)
 
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise _unsupported("round() with digits of a traced value")
-        return bind(OPS["round"], (self,), {})
+        return bind(OPS["round"], (self,), _NO_ATTRS)
 
     def __floor__(self):
-        return bind(OPS["floor"], (self,), {})
+        return bind(OPS["floor"], (self,), _NO_ATTRS)
 
     def __ceil__(self):
-        return bind(OPS["ceil"], (self,), {})
+        return bind(OPS["ceil"], (self,), _NO_ATTRS)
 
     def __trunc__(self):
-        return bind(OPS["trunc"], (self,), {})
+        return bind(OPS["trunc"], (self,), _NO_ATTRS)
 
     # --- comparisons: traced booleans, turned into guards by bool() --------------------------
     def __lt__(self, o):
-        return bind(OPS["lt"], (self, o), {})
+        return bind(OPS["lt"], (self, o), _NO_ATTRS)
 
     def __le__(self, o):
-        return bind(OPS["le"], (self, o), {})
+        return bind(OPS["le"], (self, o), _NO_ATTRS)
 
     def __gt__(self, o):
-        return bind(OPS["gt"], (self, o), {})
+        return bind(OPS["gt"], (self, o), _NO_ATTRS)
 
     def __ge__(self, o):
-        return bind(OPS["ge"], (self, o), {})
+        return bind(OPS["ge"], (self, o), _NO_ATTRS)
 
     def __eq__(self, o):
-        return bind(OPS["eq"], (self, o), {})
+        return bind(OPS["eq"], (self, o), _NO_ATTRS)
 
     def __ne__(self, o):
-        return bind(OPS["ne"], (self, o), {})
+        return bind(OPS["ne"], (self, o), _NO_ATTRS)
 
     __hash__ = object.__hash__
 
