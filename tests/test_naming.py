@@ -264,7 +264,10 @@ def test_the_one_reader_of_a_value():
                for n, e in expected.items())  # a * a is in the graph
     assert any(e is not None and any(r.node is n for r in graph.outputs)
                for n, e in expected.items())  # so is b, returned and read once
-    for held in (Held(graph.nodes, {}), Held(graph.nodes, {}, graph.uses(), graph.outputs)):
+    from gradgen.emit import _Survey
+
+    survey = _Survey(graph)
+    for held in (Held(graph.nodes, {}), Held(graph.nodes, {}, None, survey.last_reader, survey.several)):
         assert {node: held.reader(node) for node in graph.nodes} == expected
 
 

@@ -112,19 +112,22 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 class _Survey:
     """What the emitter needs to know of a graph before it writes a line, gathered in one
-    pass over the nodes: how often each value is read (``Graph.uses``) and by which node
-    last, the ops, the rules' origins, the user's names, the node of each serial, the
-    distinct avals tuples, and the values an adjoint renames. On a large graph every pass
-    costs a cache miss per node, and the seven passes in C (attrgetter, Counter) this one
-    replaced cost more instructions per node than its few lines (a fifth of emit's, 1e3 ops)."""
+    pass over the nodes: which node reads each value last, the values read more than once
+    (one read once and not returned is inlined) and those that more than one node reads
+    (naming's ``Held.reader``), the ops, the rules' origins, the user's names, the distinct
+    avals tuples, and the values an adjoint renames. On a large graph every pass costs a
+    cache miss per node, and the seven passes in C (attrgetter, Counter) this one replaced
+    cost more instructions per node than its few lines. It counts no reads (``Graph.uses``:
+    two dict operations per read) and maps no serials (naming asks for a serial's node only
+    of a value no longer in the graph): a third fewer instructions (1e3 ops)."""
 
-    __slots__ = ("avals", "current", "last_reader", "ops", "origins", "renamed", "user_names",
-                 "uses")
+    __slots__ = ("again", "avals", "last_reader", "ops", "origins", "renamed", "several",
+                 "user_names")
 
     def __init__(self, graph: Graph):
-        uses = dict.fromkeys(graph.nodes, 0)
-        ops, origins, user_names, renamed = set(), set(), set(), set()
-        current, avals, last_reader = {}, {}, {}
+        ops, origins, user_names = set(), set(), set()
+        renamed, again, several = set(), set(), set()
+        avals, last_reader = {}, {}
         origin = shared = None  # the last node's: nodes in a row mostly share theirs
         for node in graph.nodes:
             op = node.op
@@ -133,21 +136,22 @@ class _Survey:
                 origin = node.origin
                 origins.add(origin)
             user_names.add(node.name)
-            current[node.serial] = node
             if node.avals is not shared:  # (the nodes of scalar code share a few tuples)
                 shared = node.avals
                 avals[id(shared)] = shared
             for ref in node.inputs:
                 operand = ref.node
-                uses[operand] += 1
+                if operand in last_reader:  # read again: by this node, or by another
+                    again.add(operand)
+                    if last_reader[operand] is not node:
+                        several.add(operand)
                 last_reader[operand] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
-        for ref in graph.outputs:
-            uses[ref.node] += 1
+        self.ops, self.origins, self.renamed, self.again = ops, origins, renamed, again
+        self.last_reader, self.several = last_reader, several
         user_names.discard(None)
-        self.uses, self.ops, self.origins, self.renamed = uses, ops, origins, renamed
-        self.user_names, self.current, self.last_reader = user_names, current, last_reader
+        self.user_names = user_names
         self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
 
 
@@ -158,7 +162,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
     survey = _Survey(graph)
-    uses = survey.uses
     outputs = {r.node for r in graph.outputs}
     # What the function has, found once from its ops and the rules its backward came from:
     # most have no writes into arrays, slice updates, renames, loops or user Functions, and
@@ -182,7 +185,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     for node in graph.inputs:
         index = node.attrs["index"]
         names[node] = spec.input_names.get(index) or spec.params[index]
-        if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
+        if index in spec.unpack and (node in survey.last_reader or node in outputs):  # a leaf
+            # of a dict/list/tuple argument, read or returned
             body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", depth))
     exprs: dict[Node, Expr] = {}
     inlined: dict[Node, int] = {}  # an inlined value -> how many ops its expression has
@@ -200,11 +204,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
+    last_reader, again = survey.last_reader, survey.again
     # what unnamed values hold, for their names
-    held = Held(graph.nodes, names, uses, graph.outputs, survey.user_names, survey.current,
-                survey.last_reader)
+    held = Held(graph.nodes, names, survey.user_names, survey.last_reader, survey.several)
     liveness = _Liveness(graph, writes, has_writes, survey.avals)
-    views = _SliceViews(graph, uses, namer,
+    views = _SliceViews(graph, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
 
     in_place = has_writes and buffers.active
@@ -300,7 +304,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 origin += origins.get(ref.node, ())
             origins[node] = origin + (
                 (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
-        is_statement = (node.name is not None or uses[node] != 1 or op == "seed" or write
+        is_statement = (node.name is not None or node in again or node not in last_reader
+                        or op == "seed" or write
                         or node in outputs or in_place and buffers.reads_buffer(node)
                         or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
                         and node not in renamed)
@@ -633,12 +638,13 @@ class _SliceViews:
     elements in the same order, so no float changes. NumPy only: the array-API target has no
     in-place writes."""
 
-    def __init__(self, graph: Graph, uses, namer: Namer, enabled: bool):
+    def __init__(self, graph: Graph, namer: Namer, enabled: bool):
         self.namer = namer
         self.continues: dict[Node, Node] = {}  # an update -> the update of the run before it
         self.view_of: dict[Node, str] = {}  # an update written through a view -> the view
         if not enabled:
             return
+        uses = graph.uses()
         for node in graph.nodes:
             base = node.inputs[0].node if node.inputs else None
             if (_slice_update(node) and base is not None and _slice_update(base)
