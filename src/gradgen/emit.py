@@ -179,7 +179,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     renamed = survey.renamed
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
-    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
+    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body, ops)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
