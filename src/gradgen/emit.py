@@ -100,6 +100,11 @@ def _comment_for_group(loc) -> str:
 
 
 def _fused_note(target: str, uses: tuple[str, ...]) -> str:
+    if len(uses) == 2:  # most sums gather two lines' parts: the words without the counting
+        first, second = uses
+        if first == second:
+            return f"# {target} is used 2 times by {first}: one fused sum"
+        return f"# {target} is used by {first} and {second}: one fused sum"
     distinct = list(dict.fromkeys(uses))
     if len(distinct) == 1:
         where = f"{len(uses)} times by {distinct[0]}"
@@ -200,6 +205,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
+    tail_loc, tail = None, ""  # a forward statement's comment: its line's, made once per line
     banner = None
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
@@ -364,6 +370,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if origin_op is not None:
                 body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
                 banner = origin_op
+        loc = node.loc
         if node.role == "bwd":
             if op == "seed":
                 target = spec.output_name
@@ -375,11 +382,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                                     and node not in held.fallbacks)
                 target = name.removeprefix("grad_") if own else "this value"
                 body.append(_fused_note(target, note))
-            elif node.loc is not None and node.loc is not group_loc and node.loc != group_loc:
-                body.append(_comment_for_group(node.loc))  # (a line's ops share its loc)
-                group_loc = node.loc
-        elif node.loc is not None:  # file:line, spelled once per source line (SourceLoc)
-            statement += f"  # {node.loc.short}"
+            elif loc is not None and loc is not group_loc and (  # (a line's ops share its
+                    group_loc is None or loc.line != group_loc.line or loc != group_loc):
+                body.append(_comment_for_group(loc))  # loc; another line's is told apart by
+                group_loc = loc  # its number before SourceLoc's __eq__, a call in Python)
+        elif loc is not None:  # file:line, spelled once per source line (SourceLoc)
+            if loc is not tail_loc:  # the statements of one line follow each other
+                tail_loc, tail = loc, f"  # {loc.short}"
+            statement += tail
         if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:  # a copy, a view bound
