@@ -77,6 +77,21 @@ def test_grad_of_value_and_grad_value():
     assert grad(value_only)(2.0) == pytest.approx(32.0)
 
 
+def reused_in_a_product(x):
+    return x * math.sin(x) + x * x
+
+
+def test_a_second_derivatives_fused_sum_names_the_value_whose_uses_it_gathers():
+    # value_and_grad of a gradient returns grad_x (the first derivative, named first) and
+    # grad_x_1: the comment above grad_x_1 is about x's uses, not a value called x_1
+    second = gradgen.value_and_grad(grad(reused_in_a_product))
+    value, dd = second(0.7)
+    assert value == pytest.approx(math.sin(0.7) + 0.7 * math.cos(0.7) + 1.4)
+    assert dd == pytest.approx(2 * math.cos(0.7) - 0.7 * math.sin(0.7) + 2)
+    notes = [line.strip() for line in second.source.splitlines() if "one fused sum" in line]
+    assert notes and all(note.startswith("# x is used ") for note in notes), notes
+
+
 def test_grad_of_grad_of_an_array_function():
     def f(x):
         return np.sum(np.sin(x) * x)

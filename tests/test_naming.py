@@ -278,3 +278,30 @@ def median_of_three_sorted(x):
 def test_a_sorted_array_is_named_after_what_it_sorts():
     source = gradgen.emit(median_of_three_sorted, np.array([0.3, -1.2, 0.8]))
     assert "x_sorted = " in source and "x_sorted_tail = x_sorted[1:]" in source
+
+
+def rows_written_into_zeros(W, x):
+    h = np.zeros((3, 2))
+    s = np.zeros(2)
+    for t in range(3):
+        s = np.tanh(W @ s + x[t])
+        h[t] = s
+    return (h ** 2).sum()
+
+
+def test_an_array_of_constants_written_row_by_row_keeps_the_users_name():
+    # h = np.zeros(...) holds no traced value until h[t] = s writes one: the emitted buffer is
+    # still h (it was tmp, and every name made from it tmp_...), and the gradient is right.
+    W, x = np.full((2, 2), 0.3), np.linspace(-1.0, 1.0, 6).reshape(3, 2)
+    source = gradgen.emit(rows_written_into_zeros, W, x, argnums=(0, 1))
+    assigned = assigned_names(source)
+    assert "h" in assigned and not [n for n in assigned if "tmp" in n], source
+    grad_W, grad_x = run_emitted(source)["rows_written_into_zeros_grad"](W, x)
+    eps = 1e-6
+    for arg, grad, k in ((W, grad_W, 0), (x, grad_x, 1)):
+        for idx in np.ndindex(arg.shape):
+            up, down = [W.copy(), x.copy()], [W.copy(), x.copy()]
+            up[k][idx] += eps
+            down[k][idx] -= eps
+            numeric = (rows_written_into_zeros(*up) - rows_written_into_zeros(*down)) / (2 * eps)
+            assert abs(grad[idx] - numeric) < 1e-7

@@ -380,7 +380,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 # the sum was inlined into this statement or the name is a fallback (tmp)
                 own = node.name or (node.grad_of is not None and op == "add_n"
                                     and node not in held.fallbacks)
-                target = name.removeprefix("grad_") if own else "this value"
+                # (the value's own name: grad_x_1, a second derivative, gathers x's uses)
+                target = ((names.get(node.grad_of) if node.grad_of is not None else None)
+                          or name.removeprefix("grad_")) if own else "this value"
                 body.append(_fused_note(target, note))
             elif loc is not None and loc is not group_loc and (  # (a line's ops share its
                     group_loc is None or loc.line != group_loc.line or loc != group_loc):

@@ -168,8 +168,9 @@ class BindingObserver:
                 if not isinstance(value, Tracer):
                     continue
                 node = value.ref.node
-                if first <= node.serial < end and node.role == "fwd":
-                    node.name = name
+                if first <= node.serial < end and (
+                        node.role == "fwd" or node.role == "const" and node.name is None):
+                    node.name = name  # a constant too: h = np.zeros(...) names what h[t] = ... writes
                 elif value.history:  # h = np.zeros(...), then h[t] = ...: versions of h
                     _name_versions(value, name, first, end)
         state.finished.clear()
