@@ -284,7 +284,7 @@ def call(math_name: str | None, np_name: str, kwargs: Sequence[str] = ()) -> Pri
     math_fn, np_fn = f"math.{math_name}(" if math_name else None, f"np.{np_name}("
 
     def print_call(node, args):
-        fn = math_fn if math_fn and node.avals[0].py is not None else np_fn  # (aval, unwrapped)
+        fn = math_fn if math_fn and node.aval.py is not None else np_fn
         if not kwargs and len(args) == 1:  # nearly always: one operand, no options
             return new_expr(f"{fn}{args[0].text})")
         parts = [a.text for a in args]
