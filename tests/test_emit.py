@@ -191,6 +191,21 @@ def test_the_emitters_one_pass_over_a_graph_agrees_with_the_graph(fn, args, argn
     assert survey.user_names == {n.name for n in graph.nodes if n.name is not None}
 
 
+@pytest.mark.parametrize("uses, where", [
+    (("a.py:3", "a.py:3"), "used 2 times by a.py:3"),
+    (("a.py:3", "a.py:5"), "used by a.py:3 and a.py:5"),
+    (("a.py:3", "a.py:3", "a.py:3"), "used 3 times by a.py:3"),
+    (("a.py:3", "a.py:5", "a.py:3"), "used by a.py:3 and a.py:5"),
+    (("a.py:1", "a.py:2", "a.py:3", "a.py:4", "a.py:5"),
+     "used by a.py:1, a.py:2, a.py:3 and 2 more lines"),
+])
+def test_a_fused_sums_note_names_the_lines_it_gathers_from(uses, where):
+    """Two parts (most sums) are told without counting; the words are those of any count."""
+    from gradgen.emit import _fused_note
+
+    assert _fused_note("t", uses) == f"# t is {where}: one fused sum"
+
+
 def test_identical_bytes_across_processes(tmp_path):
     """No hash-seed or address dependence: two interpreters with different PYTHONHASHSEED."""
     script = (
