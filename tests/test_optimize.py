@@ -213,6 +213,25 @@ def test_the_scalar_backward_is_built_with_nothing_left_for_cse_and_fold():
     _assert_identical(_run(joint, (0.7, 1.3))[:1], expected)
 
 
+def square_inside_a_longer_sum(x):
+    return x * math.sin(x) + x * x
+
+
+def test_a_contribution_that_comes_twice_among_more_is_counted_once():
+    """x * x inside a longer expression: x's fused sum has grad * x twice among its four
+    terms; it is one term 2 * (...) where it first comes, never t + t; the gradient and the
+    Hessian are the textbook ones (docs/autograd-explained.md's Hessian of x * sin(x) reads
+    2.0 * math.cos(x) - x * math.sin(x) for the same reason)."""
+    source = gradgen.emit(square_inside_a_longer_sum, 0.7)
+    terms = re.split(r" [-+] ", re.search(r"grad_x = (.*)", source).group(1))
+    assert len(terms) == 3 and len(set(terms)) == 3, source
+    assert terms[-1].startswith("2.0 * "), source
+    grad = gradgen.grad(square_inside_a_longer_sum)
+    assert grad(0.7) == pytest.approx(math.sin(0.7) + 0.7 * math.cos(0.7) + 1.4, rel=1e-15)
+    hessian = gradgen.hessian(square_inside_a_longer_sum)
+    assert hessian(0.7) == pytest.approx(2 * math.cos(0.7) - 0.7 * math.sin(0.7) + 2, rel=1e-15)
+
+
 def _cse_keys(graph: Graph) -> list:
     return [node_key(n.op.name, n.inputs, n.attrs) for n in graph.nodes
             if n.op.name not in UNIQUE]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -453,11 +454,38 @@ def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
     (exact in binary floating point), as fold would make it."""
     if len(terms) == 2 and _same_scalar(*terms):
         return OPS["mul"](2, terms[0])
+    if len(terms) > 2:
+        terms = _counted(terms)
+        if len(terms) == 1:
+            return terms[0]
     total = add_n(*terms[:MAX_FUSED_TERMS], uses=uses)
     for start in range(MAX_FUSED_TERMS, len(terms), MAX_FUSED_TERMS - 1):
         total.ref.node.name = partial_name
         total = add_n(total, *terms[start:start + MAX_FUSED_TERMS - 1], uses=())
     return total
+
+
+def _counted(terms: list) -> list:
+    """A computed scalar that comes k times among a longer sum's terms (``x * x`` inside
+    ``x * sin(x) + x * x``) is one term ``k * t`` where it first comes, not ``t + t``: the
+    order of a value's contributions is reverse mode's own, never the user's."""
+    refs = [t.ref for t in terms if type(t) is Tracer]
+    if len(set(refs)) == len(refs):
+        return terms  # (most sums: no term twice)
+    refs = [t.ref if isinstance(t, Tracer) and t.ref.aval.shape == ()
+            and t.ref.node.op.name != "const" else None for t in terms]
+    counts = Counter(ref for ref in refs if ref is not None)
+    if not counts or max(counts.values()) == 1:
+        return terms
+    counted, seen = [], set()
+    for term, ref in zip(terms, refs):
+        k = counts[ref] if ref is not None else 1
+        if k == 1:
+            counted.append(term)
+        elif ref not in seen:
+            seen.add(ref)
+            counted.append(OPS["mul"](k, term))
+    return counted
 
 
 def _same_scalar(a, b) -> bool:
