@@ -36,7 +36,8 @@ def _run(command: str) -> str:
     """A gradgen CLI command (``emit ...``) in-process, or ``python SCRIPT`` as a subprocess,
     both from the repository root; returns what it prints."""
     if command.startswith("python "):
-        env = dict(os.environ, PYTHONPATH=ROOT)
+        # this checkout's gradgen first: the installed one may be another checkout's
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]))
         result = subprocess.run([sys.executable, *shlex.split(command)[1:]], cwd=ROOT,
                                 capture_output=True, text=True, env=env, check=False)
         assert result.returncode == 0, result.stderr

@@ -319,6 +319,52 @@ def test_weight_gradients_are_one_product_after_the_loop():
     assert "grad_xs = np.zeros_like(xs)" in rolled  # xs[0] is not read: its row stays 0
     assert "grad_xs[1:] = grad_h_parts @ U" in rolled
     assert "np.outer" not in rolled and "grad_W +=" not in rolled
+    # tanh's and sin's derivatives read forward values only: one op each over all the trips'
+    # states, before the backward loop, which reads their rows
+    before, loop = rolled[:rolled.index("_value_and_grad")].split("for t in reversed(")
+    assert "h_rows = np.array(h_saved)" in before and "h_1 = h_rows[1:]" in before
+    assert "one_minus_h_sq = 1.0 - h_1 * h_1" in before
+    assert "cos_h = np.cos(h_rows[:-1])" in before
+    assert "grad_h_part = grad_h * one_minus_h_sq[t - 1]" in loop
+    assert "grad_h = grad_h_part @ W * cos_h[t - 1]" in loop
+    assert "np.cos" not in loop and "1.0 -" not in loop
+
+
+def tanh_rnn(W, U, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(W @ h + U @ xs[t])
+    return np.sum(h * h)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_per_trip_function_of_forward_values_runs_once_over_all_trips(dtype):
+    rng = np.random.default_rng(12)
+    args = [(rng.normal(size=(3, 3)) * 0.4).astype(dtype), rng.normal(size=(3, 2)).astype(dtype),
+            rng.normal(size=(40, 2)).astype(dtype), rng.normal(size=3).astype(dtype)]
+    other = [(rng.normal(size=a.shape) * (0.4 if k == 0 else 1.0)).astype(dtype)
+             for k, a in enumerate(args)]
+    old = _check_program(tanh_rnn, args, other, argnums=(0, 1, 2, 3))
+    hoisted = "one_minus_h_sq = 1.0 - h_1 * h_1\n"
+    assert old.count(hoisted) == 2 and old.count("one_minus_h_sq[t]") == 2
+    # the states are made an array once: the hoisted op and grad_W read it
+    assert old.count("h_rows = np.array(h_saved)") == 2
+    assert "grad_W = grad_h_parts.T @ h_rows[:-1]" in old
+    got = run_emitted(old)["tanh_rnn_grad"](*other)
+    assert all(g.dtype == dtype for g in got)
+    if dtype == np.float64:
+        for argnum in range(4):
+            _fd_check(tanh_rnn, args, argnum)
+    # the arguments are read, never written
+    copies = [a.copy() for a in other]
+    run_emitted(old)["tanh_rnn_value_and_grad"](*other)
+    assert all(np.array_equal(a, b) for a, b in zip(other, copies, strict=True))
+
+
+def test_a_number_per_trip_is_not_stacked():
+    # the pendulum's derivatives read Python floats: a float costs less than a row of an array
+    rolled = gradgen.emit(pendulum, 0.5, 0.1, 0.01, 200, argnums=(0, 1, 2))
+    assert "np.array(" not in rolled and "_rows" not in rolled
 
 
 def linear_recurrence(W, xs, h0):
@@ -479,3 +525,22 @@ def test_a_rolled_loop_feeding_later_arithmetic_with_arrays_let_go():
     np.testing.assert_allclose(g_u, numeric_grad(last_state_loss, args, 1), rtol=1e-6,
                                atol=1e-9)
     assert "for t in reversed(range(20)):" in gradgen.emit(last_state_loss, *args)
+
+
+def buffer_rows(x, W):
+    hs = np.zeros((x.shape[0] + 1, W.shape[1]))
+    for t in range(x.shape[0]):
+        hs[t + 1] = np.tanh(x[t] @ W + np.sin(hs[t]) * 0.5)
+    return np.sum(hs**2)
+
+
+def test_hoisted_functions_of_a_buffers_rows_are_named_after_the_rows():
+    # the rows a trip writes into a buffer have no name of the user's: the carry's (hs_t)
+    rng = np.random.default_rng(13)
+    args = [rng.normal(size=(40, 3)), rng.normal(size=(3, 3)) * 0.5]
+    other = [rng.normal(size=(40, 3)), rng.normal(size=(3, 3)) * 0.5]
+    rolled = _check_program(buffer_rows, args, other, argnums=(0, 1))
+    assert "one_minus_hs_t_sq = 1.0 - hs_t_rows_1 * hs_t_rows_1" in rolled
+    assert "cos_hs_t = np.cos(hs_t_rows[:-1])" in rolled
+    for argnum in (0, 1):
+        _fd_check(buffer_rows, args, argnum)

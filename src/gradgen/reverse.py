@@ -124,30 +124,31 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
     for node in reversed(graph.nodes):
         if node not in needed:
             continue
-        name = node.op.name
-        if name == "input" or node in done:
-            continue
-        if name == "loop_out" and node.inputs[0].node.op.name == "loop":
-            g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
-            if isinstance(g, Tracer):
-                adjoints[node] = g.ref
-            loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
-            continue
-        if name == "loop":
-            with at_loc(node.loc):
-                pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
-                               contributions, reverse)
-            continue
-        if name == "function_output":
-            if function_calls is None:  # (made when a graph has a Function: most have none)
-                function_calls = function_groups(graph)
-            siblings = function_calls[node.attrs["call"], node.inputs[1:]]
-            done.update(siblings)
-            gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
-            adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
-                            if isinstance(g, Tracer))
-            pull_back_function(trace, siblings, gs, needed, contributions)
-            continue
+        if node.op.name in _OWN_RULES:  # (one test for most nodes: none of these four)
+            name = node.op.name
+            if name == "input" or node in done:
+                continue
+            if name == "loop_out" and node.inputs[0].node.op.name == "loop":
+                g = _combine(contributions.pop(node.out, None), node)  # one carry's adjoint
+                if isinstance(g, Tracer):
+                    adjoints[node] = g.ref
+                loop_adjoints.setdefault(node.inputs[0].node, {})[node.attrs["index"]] = g
+                continue
+            if name == "loop":
+                with at_loc(node.loc):
+                    pull_back_loop(trace, node, loop_adjoints.pop(node, {}), needed,
+                                   contributions, reverse)
+                continue
+            if name == "function_output":
+                if function_calls is None:  # (made when a graph has a Function: most have none)
+                    function_calls = function_groups(graph)
+                siblings = function_calls[node.attrs["call"], node.inputs[1:]]
+                done.update(siblings)
+                gs = [_combine(contributions.pop(s.out, None), s) for s in siblings]
+                adjoints.update((s, g.ref) for s, g in zip(siblings, gs, strict=True)
+                                if isinstance(g, Tracer))
+                pull_back_function(trace, siblings, gs, needed, contributions)
+                continue
         g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
         if g is not None:  # (each contribution is recorded at node's line: _pull_back)
             if type(g) is Tracer:
@@ -193,13 +194,13 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
         source = r.node
         if source in needed:
             readers += 1
-        if source.op.n_out != 1:
-            ins.append(trace.tracer(r))
-            continue
-        x = read.get(source)
+        x = read.get(source)  # (a value of several outputs is never kept there: one per Ref)
         if x is None:
-            x = read[source] = values[source] if source.op is _CONST else new_tracer(
-                trace, r, values[source])
+            if source.op.n_out != 1:
+                x = trace.tracer(r)
+            else:
+                x = read[source] = values[source] if source.op is _CONST else new_tracer(
+                    trace, r, values[source])
         ins.append(x)
     rules = op.vjp
     layout = _LAYOUTS.get(op)
@@ -240,6 +241,8 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
 
 
 _CONST = OPS["const"]
+# The nodes whose adjoints _pull_back_all hands on by their own rules, not by _pull_back
+_OWN_RULES = {"input", "loop_out", "loop", "function_output"}
 _OP = operator.attrgetter("op")
 _UNKEYED = tuple(OPS[name] for name in sorted(UNIQUE))  # (list.count compares by identity)
 _LAYOUTS: dict = {}

@@ -23,13 +23,18 @@ loop keeps per trip, the rows of an input the loop slices); anything else is wri
 row of an array the backward loop fills. BLAS and ``sum`` add the trips in their own order, so
 the last bits may differ from trip-by-trip addition (arrays only: a number's gradient is
 still added trip by trip, a Python float costs less to add than to store).
+
+The same holds for what a trip computes from forward values only: tanh's derivative ``1.0 -
+h * h`` in every trip of the backward loop is one op over the stacked states before it
+(``hoist_elementwise``), each trip reading its row, the same numbers (an elementwise op is the
+same on a row as on the whole).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Graph, Node, Ref
+from ..ir import Aval, Graph, Node, Ref
 from ..ops import OPS
 from ..optimize.dce import dce
 
@@ -252,3 +257,102 @@ def _row_product(node: Node, position: dict, rows: set[int], weights: set[int]):
     if a in rows and b in weights and left == 1 and right in (1, 2):
         return (b, a, True)
     return None
+
+
+# --- the backward: a per-trip function of forward values, as one op over all the trips ----------
+
+
+@dataclass
+class Hoisted:
+    """A backward body with its elementwise functions of forward values taken out of the trip
+    (``1.0 - h * h`` of ``tanh``'s derivative): ``before`` computes them for every trip at
+    once, its inputs the stacked body inputs at positions ``stacked`` (one row per trip), its
+    outputs the values the trip reads; ``body`` reads each of those from a new input, one row
+    per trip, in ``before``'s output order."""
+
+    body: Graph
+    before: Graph
+    stacked: list[int]
+
+
+def _hoistable(node: Node) -> bool:
+    aval = node.aval
+    return (node.op.elementwise and len(node.avals) == 1 and aval.py is None and aval.ndim >= 1
+            and not node.op.extra.get("statement"))
+
+
+def hoist_elementwise(body: Graph, stackable: set[int], trips: int) -> Hoisted | None:
+    """Take out of ``body`` every elementwise op whose operands are numbers, body inputs at
+    ``stackable`` (values the emitter can read whole, one row per trip: what the forward loop
+    saved) or ops taken out already, all of the op's own shape, so that the same op over the
+    stacked rows is each trip's op at once. None when there is no such op (an array's op
+    only: a number's op costs less than reading its row)."""
+    position = {node: i for i, node in enumerate(body.inputs)}
+    values = body.meta.get("values") or {}
+    stacked: dict[Node, Node] = {}  # a body input -> the input of ``before`` stacking it
+    copies: dict[Node, Node] = {}  # a hoisted body node -> its copy over all the trips
+    before_nodes: list[Node] = []
+
+    def fits(ref: Ref, shape: tuple) -> bool:  # an operand the op over all trips can read
+        node = ref.node
+        if node in copies:
+            return ref.aval.shape == shape
+        if node.op.name == "const":
+            return ref.aval.ndim == 0
+        return (position.get(node) in stackable and ref.aval.shape == shape
+                and ref.aval.py is None)
+
+    def operand(ref: Ref) -> Ref:
+        node = ref.node
+        if node in copies:
+            return copies[node].out
+        if node.op.name == "const":
+            return ref
+        if node not in stacked:
+            aval = ref.aval
+            stacked[node] = Node(OPS["input"], (), {"index": len(stacked)},
+                                 (Aval((trips, *aval.shape), aval.dtype),), None, node.name,
+                                 "input")
+        return stacked[node].out
+
+    for node in body.nodes:
+        if (node.op.name == "input" or not _hoistable(node)
+                or not all(fits(r, node.aval.shape) for r in node.inputs)):
+            continue
+        ins = [operand(r) for r in node.inputs]
+        for r in node.inputs:
+            if r.node.op.name == "const" and r.node not in before_nodes:
+                before_nodes.append(r.node)
+        aval = node.aval
+        copies[node] = Node(node.op, tuple(ins), node.attrs, (Aval((trips, *aval.shape),
+                            aval.dtype),), node.loc, node.name, node.role, hint=node.hint)
+        before_nodes.append(copies[node])
+    if not copies:
+        return None
+    # what the trip still reads of them: each becomes a new body input
+    read = [r.node for n in body.nodes if n not in copies for r in n.inputs]
+    read += [r.node for r in body.outputs]
+    frontier = list(dict.fromkeys(n for n in read if n in copies))
+    inputs = list(body.inputs)
+    new_values = dict(values)
+    subst: dict[Node, Node] = {}
+    for node in frontier:
+        subst[node] = Node(OPS["input"], (), {"index": len(inputs)}, node.avals, None,
+                           node.name, "input", hint=node.hint)
+        inputs.append(subst[node])
+    nodes = [*inputs]
+    for node in body.nodes:
+        if node.op.name == "input" or node in copies:
+            continue
+        ins = tuple(Ref(subst.get(r.node, r.node), r.index) for r in node.inputs)
+        new = node if ins == node.inputs else node.with_inputs(ins)
+        if new is not node and node in values:
+            new_values[new] = values[node]
+        subst.setdefault(node, new)
+        nodes.append(new)
+    outputs = [Ref(subst.get(r.node, r.node), r.index) for r in body.outputs]
+    graph, _ = dce(Graph(nodes, inputs, outputs, dict(body.meta, values=new_values)))
+    before = Graph([*stacked.values(), *before_nodes], list(stacked.values()),
+                   [copies[n].out for n in frontier],
+                   {"values": {n: values[n] for n in before_nodes if n in values}})
+    return Hoisted(graph, before, [position[n] for n in stacked])

@@ -6,7 +6,9 @@ the start of each trip and the body values the derivative rules reuse); the back
 reads them back by the loop variable, carries ``grad_<carry>`` from trip to trip, and adds
 each read-only value's gradient into one accumulator (``grad_W += ...``), or, when each
 trip's share is an outer product, stores the trip's vectors and multiplies them once after
-the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product).
+the loop (loops/batch.py, which also gives the forward ``U @ xs[t]`` as one product, and the
+backward's elementwise functions of forward values, ``1.0 - h * h``, as one op over all the
+trips' values before the backward loop).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from operator import attrgetter
 import numpy as np
 
 from ..ir import Graph, Node, Ref
+from ..naming import Held, held_name
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
 from ..optimize import optimize
-from .batch import Batched, Operand, batch_sums, hoist_row_products
+from .batch import Batched, Operand, batch_sums, hoist_elementwise, hoist_row_products
 from .region import BackwardPlan, Moving, Region, Slice, has_moving
 
 _NODE_OP = attrgetter("op")  # loops are found from the set of a graph's ops, in C
@@ -328,6 +331,7 @@ class RegionWriter:
         self.emit_body = emit_body  # emit.emit_loop_body: bodies print like functions
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
+        self.arrays: dict[str, str] = {}  # a forward loop's list -> the array made of it
         # ``ops``: the graph's ops, when the caller has them (the emitter's survey does)
         ops = set(map(_NODE_OP, graph.nodes)) if ops is None else ops
         has_loops = any(op.extra.get("region") for op in ops)
@@ -641,6 +645,7 @@ class RegionWriter:
         accumulated = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "invariant"]
         stackable = {b for b in range(len(split.sources))
                      if self._stack_text(Operand("input", b), split, info, node) is not None}
+        graph = self._hoist(graph, stackable, split, info, node, names, lines)
         row_targets = [plan.wrt.index(i) for i in plan.targets if region.kind(i) == "slice"
                        and self._rows_of(node, i) is not None]
         weights = {b for b, (kind, i) in enumerate(split.sources)
@@ -710,6 +715,30 @@ class RegionWriter:
         self.results[node] = results
         return lines, emitted.guards * region.trips
 
+    def _hoist(self, graph: Graph, stackable: set[int], split: _Split, info: _Forward,
+               node: Node, names: dict[int, str], lines: list[str]) -> Graph:
+        """The backward body's elementwise functions of forward values (``1.0 - h * h``)
+        computed for every trip at once before the loop (loops/batch.py): one array op in
+        place of one per trip; each trip reads its row. Returns the body left in the loop."""
+        hoisted = hoist_elementwise(graph, stackable, node.attrs["plan"].region.trips)
+        if hoisted is None:
+            return graph
+        before = hoisted.before
+        inputs = {j: self._stack_text(Operand("input", b), split, info, node, lines=lines)
+                  for j, b in enumerate(hoisted.stacked)}
+        # an unnamed value (a row a buffer's trip wrote) is named after the variable it is in
+        held = Held(before.nodes, {n: base for n, text in zip(before.inputs, inputs.values(),
+                                                             strict=True)
+                                   if n.name is None and (base := _stacked_base(text))})
+        preset = {r.node: self.namer.fresh(held_name(r.node, held) or "rows")
+                  for r in before.outputs}
+        emitted = self._body(before, inputs, preset, {})
+        lines += emitted.lines
+        at = _affine(info.var, 1, -info.start)
+        for k, ref in enumerate(before.outputs):
+            names[len(graph.inputs) + k] = f"{preset[ref.node]}[{at}]"
+        return hoisted.body
+
     def _rows_of(self, node: Node, i: int, source: str | None = None) -> str | None:
         """The rows loop input ``i`` (a slice) takes, one per trip, in ``source`` (by default
         the sliced variable): ``xs``, ``xs[1:]``; None when it is not a row per trip."""
@@ -764,10 +793,13 @@ class RegionWriter:
         return lines
 
     def _stack_text(self, operand: Operand, split: _Split, info: _Forward, node: Node,
-                    rows: list[str] | None = None) -> str | None:
+                    rows: list[str] | None = None, lines: list[str] | None = None
+                    ) -> str | None:
         """A batched sum's operand stacked over the trips, one row per trip: an array the
         backward loop filled, or what the forward keeps of a body input (its list as an
-        array, or the rows of an input the loop slices). None: not kept whole anywhere."""
+        array, or the rows of an input the loop slices). None: not kept whole anywhere.
+        With ``lines``, a list is made an array once, there (``h_rows = np.array(h_saved)``),
+        and every later stack of it reads that array."""
         if operand.kind == "stored":
             return rows[operand.index]
         region = node.attrs["plan"].region
@@ -775,15 +807,25 @@ class RegionWriter:
         if operand.kind == "weight":
             return info.invariants[i - region.n_carry - region.n_slice]
         if source == "saved" and i in info.next_of:
-            return f"np.array({info.saved_carries[info.next_of[i]]}[1:])"
+            return self._stacked(info.saved_carries[info.next_of[i]], "[1:]", lines)
         if source == "saved":
-            return f"np.array({info.saved[i]})"
+            return self._stacked(info.saved[i], "", lines)
         if source != "body" or region.kind(i) in ("invariant", "counter"):
             return None  # a counter (loops/region.py) is a number per trip, not a kept row
         if i < region.n_carry:
-            return f"np.array({info.saved_carries[i]}[:-1])"
+            return self._stacked(info.saved_carries[i], "[:-1]", lines)
         s = i - region.n_carry
         return self._rows_text(region, s, info.sources[s], node.inputs[1 + i].aval.shape)
+
+    def _stacked(self, saved: str, part: str, lines: list[str] | None) -> str:
+        """The list ``saved`` (``part`` of it: ``[1:]``) as one array, one row per trip."""
+        arrays = self.arrays
+        if saved not in arrays and lines is not None:
+            arrays[saved] = self.namer.fresh(f"{saved.removesuffix('_saved')}_rows")
+            lines.append(f"{arrays[saved]} = np.array({saved})")
+        if saved in arrays:
+            return f"{arrays[saved]}{part}"
+        return f"np.array({saved}{part})"
 
     def _loop(self, var: str, start: int, trips: int, body: list[str], reverse: bool):
         """``for var in range(...)`` (or ``reversed(range(...))``) over ``body``; the
@@ -797,6 +839,12 @@ class RegionWriter:
     def _outputs_of(self, node: Node) -> dict[int, Node]:
         return {out.attrs["index"]: out for out in self.wanted_names
                 if out.inputs[0].node is node}
+
+
+def _stacked_base(text: str) -> str | None:
+    """The variable a stack of rows holds the values of: ``h`` for ``h_rows[1:]``."""
+    match = re.fullmatch(r"(\w+?)_rows(\[[^\]]*\])?", text)
+    return match[1] if match else text if text.isidentifier() else None
 
 
 class _Raw(str):

@@ -16,12 +16,11 @@ from .scan import scan
 def flatten_sums(graph: Graph) -> tuple[Graph, bool]:
     """add_n(add_n(a, b), c) -> add_n(a, b, c) when the inner sum has no other reader.
     Only the first operand is flattened, so the order of the additions never changes."""
-    # Which sums merge is decided on the graph as given: the optimizer's scan says whether
-    # there is a nested sum at all (most graphs have none by the second round), and a graph
-    # without one is handed back without a rewrite.
-    if not scan(graph).nested_sums:
-        return graph, False
-    nested = [n for n in graph.nodes
+    # Which sums merge is decided on the graph as given: the optimizer's scan lists the
+    # nested sums (most graphs have none by the second round, or only sums split at
+    # MAX_FUSED_TERMS), and a graph without one that may merge is handed back as it is.
+    listed = scan(graph).nested_sums
+    nested = [n for n in (graph.nodes if listed is None else listed)
               if n.op is add_n and n.inputs and n.inputs[0].node.op is add_n
               and _fits(n) and not names_adjoint(n.inputs[0].node)]
     if not nested:

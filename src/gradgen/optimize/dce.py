@@ -31,7 +31,8 @@ def dce(graph: Graph) -> tuple[Graph, bool]:
     else:
         edge_reads = Counter(map(_REF_NODE, itertools.chain.from_iterable(
             map(_NODE_INPUTS, nodes))))
-        unread = [node for node in set(nodes).difference(edge_reads) if _removable(node)]
+        unread = [node for node in itertools.filterfalse(edge_reads.__contains__, nodes)
+                  if _removable(node)]  # (in C, in order: no set of the nodes to build)
         graph.meta[_READS] = (list(nodes), edge_reads, unread)
     returned = set(map(_REF_NODE, graph.outputs))
     todo = [node for node in unread if node not in returned]

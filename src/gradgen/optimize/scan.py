@@ -32,7 +32,8 @@ class Scan:
     ops: set[str]  # the names of the ops in the graph
     duplicates: bool  # do two nodes have one cse key?
     foldable: set[Node] | None
-    nested_sums: bool  # is the first term of some sum a sum (flatten_sums)?
+    # the sums whose first term is a sum (flatten_sums; None: look at every node)
+    nested_sums: list[Node] | None
 
 
 def scan(graph: Graph) -> Scan:
@@ -52,7 +53,7 @@ def scan(graph: Graph) -> Scan:
     keyed: list[tuple] = []
     foldable: set[Node] | None = set()
     names: list[str] = []
-    nested_sums = False
+    nested_sums: list[Node] = []
     # no cse keys where reverse proved there is no duplicate among these very nodes
     proven = graph.meta.get(NO_DUPLICATES)
     keys_wanted = proven is None or proven != nodes
@@ -73,7 +74,7 @@ def scan(graph: Graph) -> Scan:
             if name == "const" and (is_number(node.out, 0) or is_number(node.out, 1)):
                 units.add(node)
         elif name == "add_n" and ins and ins[0][0].op.name == "add_n":
-            nested_sums = True
+            nested_sums.append(node)
         if foldable is None:
             continue
         avals = node.avals
@@ -119,21 +120,24 @@ def may_fold_scalar(node: Node, units: set[Node]) -> bool:
     negation or a broadcast? Each rewrite's precondition on scalars: a broadcast, constants
     only (folded), an identity (``-(-x)``, or ``x * 1`` and ``x + 0`` with a constant of
     ``units``), or ``seed * c`` times a constant."""
-    name = node.op.name
-    if name in KEEP or node.op.n_out != 1:
+    op = node.op
+    if op.name in KEEP or op.n_out != 1:
         return False
-    kinds = [ref.node.op.name for ref in node.inputs]
-    if "broadcast_to" in kinds:
-        return True
-    if "const" not in kinds:
-        return name == "neg" and kinds[0] == "neg"
-    if kinds.count("const") == len(kinds):
-        return True
-    for ref in node.inputs:
-        if ref[0] in units:
+    constants = 0
+    for ref in node.inputs:  # (one look at each input: this runs per reader of a constant)
+        kind = ref[0].op.name
+        if kind == "broadcast_to":
             return True
-    if name in PRODUCTS:
-        for kind, ref in zip(kinds, node.inputs, strict=True):
-            if kind == "mul" and is_seed_product(ref.node):
+        if kind == "const":
+            if ref[0] in units:
+                return True
+            constants += 1
+    if not constants:
+        return op.name == "neg" and node.inputs[0][0].op.name == "neg"
+    if constants == len(node.inputs):
+        return True
+    if op.name in PRODUCTS:
+        for ref in node.inputs:
+            if ref[0].op.name == "mul" and is_seed_product(ref[0]):
                 return True
     return False
