@@ -180,13 +180,30 @@ def test_the_emitters_one_pass_over_a_graph_agrees_with_the_graph(fn, args, argn
 
     graph = gradgen.trace(fn, *args, backward=True)
     survey = _Survey(graph)
-    assert survey.uses == graph.uses()
+    uses = graph.uses()
+    assert survey.again == {node for node in graph.nodes
+                            if uses[node] - sum(r.node is node for r in graph.outputs) > 1}
     for node in graph.nodes:
         readers = [n for n in graph.nodes if any(ref.node is node for ref in n.inputs)]
         assert survey.last_reader.get(node) is (readers[-1] if readers else None)
     assert survey.ops == {n.op for n in graph.nodes}
     assert survey.renamed == {n.inputs[0].node for n in graph.nodes if n.op.name == "adjoint"}
     assert survey.user_names == {n.name for n in graph.nodes if n.name is not None}
+
+
+@pytest.mark.parametrize("uses, where", [
+    (("a.py:3", "a.py:3"), "used 2 times by a.py:3"),
+    (("a.py:3", "a.py:5"), "used by a.py:3 and a.py:5"),
+    (("a.py:3", "a.py:3", "a.py:3"), "used 3 times by a.py:3"),
+    (("a.py:3", "a.py:5", "a.py:3"), "used by a.py:3 and a.py:5"),
+    (("a.py:1", "a.py:2", "a.py:3", "a.py:4", "a.py:5"),
+     "used by a.py:1, a.py:2, a.py:3 and 2 more lines"),
+])
+def test_a_fused_sums_note_names_the_lines_it_gathers_from(uses, where):
+    """Two parts (most sums) are told without counting; the words are those of any count."""
+    from gradgen.emit import _fused_note
+
+    assert _fused_note("t", uses) == f"# t is {where}: one fused sum"
 
 
 def test_identical_bytes_across_processes(tmp_path):

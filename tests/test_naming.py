@@ -253,7 +253,10 @@ def reads_twice_and_returns(x):
 def test_the_one_reader_of_a_value():
     """``Held.reader``: the node that reads a value, when no other node does (a node reading
     it twice is still one reader; the graph returning it is no reader), with the counts the
-    emitter already has or counted on first use: the same answers either way."""
+    emitter's survey found (the last reader, the values more than one node reads) or found
+    on first use: the same answers either way."""
+    from gradgen.emit import _Survey
+
     graph = gradgen.trace(reads_twice_and_returns, 0.7)
     graph = graph.with_nodes(graph.nodes, graph.outputs)
     expected = {}
@@ -264,8 +267,25 @@ def test_the_one_reader_of_a_value():
                for n, e in expected.items())  # a * a is in the graph
     assert any(e is not None and any(r.node is n for r in graph.outputs)
                for n, e in expected.items())  # so is b, returned and read once
-    for held in (Held(graph.nodes, {}), Held(graph.nodes, {}, graph.uses(), graph.outputs)):
+    survey = _Survey(graph)
+    surveyed = Held(graph.nodes, {}, survey.user_names, survey.last_reader, survey.several)
+    for held in (Held(graph.nodes, {}), surveyed):
         assert {node: held.reader(node) for node in graph.nodes} == expected
+
+
+def test_a_value_the_graph_no_longer_has_is_found_by_its_serial():
+    """``Held.current``: an adjoint notes the value it belongs to, which optimization may have
+    rebuilt since under the same serial; naming asks for the graph's node then, and gets a
+    node the graph has (named, or read by another) back as it is, without a serial map."""
+    graph = gradgen.trace(reads_twice_and_returns, 0.7)
+    a = next(n for n in graph.nodes if n.op.name == "add")
+    rebuilt = a.with_inputs(a.inputs)  # what a pass leaves an old reference pointing at
+    held = Held(graph.nodes, {})
+    assert held.current(a) is a and held._current is None  # read by a * a: no map made
+    assert held.current(rebuilt) is a
+    outside = rebuilt.with_inputs(rebuilt.inputs)
+    outside.serial = -1  # no node of the graph has its serial: itself
+    assert held.current(outside) is outside
 
 
 def median_of_three_sorted(x):

@@ -100,6 +100,11 @@ def _comment_for_group(loc) -> str:
 
 
 def _fused_note(target: str, uses: tuple[str, ...]) -> str:
+    if len(uses) == 2:  # most sums gather two lines' parts: the words without the counting
+        first, second = uses
+        if first == second:
+            return f"# {target} is used 2 times by {first}: one fused sum"
+        return f"# {target} is used by {first} and {second}: one fused sum"
     distinct = list(dict.fromkeys(uses))
     if len(distinct) == 1:
         where = f"{len(uses)} times by {distinct[0]}"
@@ -112,19 +117,22 @@ def _fused_note(target: str, uses: tuple[str, ...]) -> str:
 
 class _Survey:
     """What the emitter needs to know of a graph before it writes a line, gathered in one
-    pass over the nodes: how often each value is read (``Graph.uses``) and by which node
-    last, the ops, the rules' origins, the user's names, the node of each serial, the
-    distinct avals tuples, and the values an adjoint renames. On a large graph every pass
-    costs a cache miss per node, and the seven passes in C (attrgetter, Counter) this one
-    replaced cost more instructions per node than its few lines (a fifth of emit's, 1e3 ops)."""
+    pass over the nodes: which node reads each value last, the values read more than once
+    (one read once and not returned is inlined) and those that more than one node reads
+    (naming's ``Held.reader``), the ops, the rules' origins, the user's names, the distinct
+    avals tuples, and the values an adjoint renames. On a large graph every pass costs a
+    cache miss per node, and the seven passes in C (attrgetter, Counter) this one replaced
+    cost more instructions per node than its few lines. It counts no reads (``Graph.uses``:
+    two dict operations per read) and maps no serials (naming asks for a serial's node only
+    of a value no longer in the graph): a third fewer instructions (1e3 ops)."""
 
-    __slots__ = ("avals", "current", "last_reader", "ops", "origins", "renamed", "user_names",
-                 "uses")
+    __slots__ = ("again", "avals", "last_reader", "ops", "origins", "renamed", "several",
+                 "user_names")
 
     def __init__(self, graph: Graph):
-        uses = dict.fromkeys(graph.nodes, 0)
-        ops, origins, user_names, renamed = set(), set(), set(), set()
-        current, avals, last_reader = {}, {}, {}
+        ops, origins, user_names = set(), set(), set()
+        renamed, again, several = set(), set(), set()
+        avals, last_reader = {}, {}
         origin = shared = None  # the last node's: nodes in a row mostly share theirs
         for node in graph.nodes:
             op = node.op
@@ -133,21 +141,22 @@ class _Survey:
                 origin = node.origin
                 origins.add(origin)
             user_names.add(node.name)
-            current[node.serial] = node
             if node.avals is not shared:  # (the nodes of scalar code share a few tuples)
                 shared = node.avals
                 avals[id(shared)] = shared
             for ref in node.inputs:
                 operand = ref.node
-                uses[operand] += 1
+                if operand in last_reader:  # read again: by this node, or by another
+                    again.add(operand)
+                    if last_reader[operand] is not node:
+                        several.add(operand)
                 last_reader[operand] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
-        for ref in graph.outputs:
-            uses[ref.node] += 1
+        self.ops, self.origins, self.renamed, self.again = ops, origins, renamed, again
+        self.last_reader, self.several = last_reader, several
         user_names.discard(None)
-        self.uses, self.ops, self.origins, self.renamed = uses, ops, origins, renamed
-        self.user_names, self.current, self.last_reader = user_names, current, last_reader
+        self.user_names = user_names
         self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
 
 
@@ -158,7 +167,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     graph = spec.graph
     scope = SCOPES[target](spec, graph)
     survey = _Survey(graph)
-    uses = survey.uses
     outputs = {r.node for r in graph.outputs}
     # What the function has, found once from its ops and the rules its backward came from:
     # most have no writes into arrays, slice updates, renames, loops or user Functions, and
@@ -176,13 +184,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     renamed = survey.renamed
     namer = spec.namer or Namer([spec.name, *spec.params, *spec.input_names.values()])
     depth = spec.depth
-    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body)
+    regions = RegionWriter(graph, namer, spec, constants, emit_loop_body, ops)
     names: dict[Node, str] = {}
     body: list[str] = []
     for node in graph.inputs:
         index = node.attrs["index"]
         names[node] = spec.input_names.get(index) or spec.params[index]
-        if index in spec.unpack and uses.get(node):  # a leaf of a dict/list/tuple argument
+        if index in spec.unpack and (node in survey.last_reader or node in outputs):  # a leaf
+            # of a dict/list/tuple argument, read or returned
             body.append(layout.statement(f"{names[node]} = {spec.unpack[index]}", depth))
     exprs: dict[Node, Expr] = {}
     inlined: dict[Node, int] = {}  # an inlined value -> how many ops its expression has
@@ -196,15 +205,16 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     code_parts: list[str] = []
     guards: list[str] = []
     group_loc = None
+    tail_loc, tail = None, ""  # a forward statement's comment: its line's, made once per line
     banner = None
     finite = _FiniteChecks(scope, depth)
     buffers = _Buffers(graph, spec.owned) if has_writes else None
     writes = index_writes(graph.nodes) if has_writes else {}
+    last_reader, again = survey.last_reader, survey.again
     # what unnamed values hold, for their names
-    held = Held(graph.nodes, names, uses, graph.outputs, survey.user_names, survey.current,
-                survey.last_reader)
+    held = Held(graph.nodes, names, survey.user_names, survey.last_reader, survey.several)
     liveness = _Liveness(graph, writes, has_writes, survey.avals)
-    views = _SliceViews(graph, uses, namer,
+    views = _SliceViews(graph, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
 
     in_place = has_writes and buffers.active
@@ -300,7 +310,8 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 origin += origins.get(ref.node, ())
             origins[node] = origin + (
                 (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
-        is_statement = (node.name is not None or uses[node] != 1 or op == "seed" or write
+        is_statement = (node.name is not None or node in again or node not in last_reader
+                        or op == "seed" or write
                         or node in outputs or in_place and buffers.reads_buffer(node)
                         or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
                         and node not in renamed)
@@ -359,6 +370,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             if origin_op is not None:
                 body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
                 banner = origin_op
+        loc = node.loc
         if node.role == "bwd":
             if op == "seed":
                 target = spec.output_name
@@ -372,11 +384,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 target = ((names.get(node.grad_of) if node.grad_of is not None else None)
                           or name.removeprefix("grad_")) if own else "this value"
                 body.append(_fused_note(target, note))
-            elif node.loc is not None and node.loc is not group_loc and node.loc != group_loc:
-                body.append(_comment_for_group(node.loc))  # (a line's ops share its loc)
-                group_loc = node.loc
-        elif node.loc is not None:  # file:line, spelled once per source line (SourceLoc)
-            statement += f"  # {node.loc.short}"
+            elif loc is not None and loc is not group_loc and (  # (a line's ops share its
+                    group_loc is None or loc.line != group_loc.line or loc != group_loc):
+                body.append(_comment_for_group(loc))  # loc; another line's is told apart by
+                group_loc = loc  # its number before SourceLoc's __eq__, a call in Python)
+        elif loc is not None:  # file:line, spelled once per source line (SourceLoc)
+            if loc is not tail_loc:  # the statements of one line follow each other
+                tail_loc, tail = loc, f"  # {loc.short}"
+            statement += tail
         if expr.text == name and statement == f"{name} = {name}":
             continue  # a loop's adjoint that passes through a trip unchanged
         if prelude:  # a copy, a view bound
@@ -635,12 +650,13 @@ class _SliceViews:
     elements in the same order, so no float changes. NumPy only: the array-API target has no
     in-place writes."""
 
-    def __init__(self, graph: Graph, uses, namer: Namer, enabled: bool):
+    def __init__(self, graph: Graph, namer: Namer, enabled: bool):
         self.namer = namer
         self.continues: dict[Node, Node] = {}  # an update -> the update of the run before it
         self.view_of: dict[Node, str] = {}  # an update written through a view -> the view
         if not enabled:
             return
+        uses = graph.uses()
         for node in graph.nodes:
             base = node.inputs[0].node if node.inputs else None
             if (_slice_update(node) and base is not None and _slice_update(base)

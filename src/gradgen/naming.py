@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import keyword
 import re
-from collections import Counter
 from operator import attrgetter
 
 import numpy as np
@@ -57,36 +56,44 @@ class Namer:
         self.taken.add(name)
 
 
-_NAME, _SERIAL, _INPUTS = attrgetter("name"), attrgetter("serial"), attrgetter("inputs")
-_REF_NODE = attrgetter("node")
+_NAME, _SERIAL = attrgetter("name"), attrgetter("serial")
 
 
 class Held:
     """What the values of one graph hold, for the names of those the user did not name: the
     names given so far (shared with the emitter), the names the user's code binds (a made-up
     name never takes one), and the graph's node for each serial (the adjoint of a value was
-    noted on a node that optimization may since have rebuilt under the same serial)."""
+    noted on a node that optimization may since have rebuilt under the same serial).
 
-    def __init__(self, nodes, names: dict[Node, str], uses: dict[Node, int] | None = None,
-                 outputs=(), user_names: set[str] | None = None,
-                 current: dict[int, Node] | None = None,
-                 last_reader: dict[Node, Node] | None = None):
+    The emitter hands over what its one pass over the graph found: the user's names, the
+    last reader of each value and the values that more than one node reads. The node of each
+    serial is found when first asked of a value the graph no longer has (rarely: the nodes
+    a name is made from are the graph's own)."""
+
+    def __init__(self, nodes, names: dict[Node, str], user_names: set[str] | None = None,
+                 last_reader: dict[Node, Node] | None = None, several: set[Node] | None = None):
         self.nodes = nodes
         self.names = names
-        # The user's names, the node of each serial and the last reader of each value, unless
-        # the caller has them (the emitter gathers them in its one pass over the graph)
         if user_names is None:
             user_names = set(map(_NAME, nodes))
             user_names.discard(None)
         self.user_names = user_names
-        self.current = dict(zip(map(_SERIAL, nodes), nodes)) if current is None else current
-        # How often each value is read (``Graph.uses``, which counts the graph's ``outputs``
-        # too), when the caller has it; counted when first asked otherwise.
-        self._uses, self._outputs = uses, outputs
-        self._last_reader = last_reader  # built when first asked, if not given
-        self._returned: Counter | None = None  # how often each output is returned, likewise
+        # the last reader of each value, and the values read by more than one node: found
+        # when first asked, if not given
+        self._last_reader, self._several = last_reader, several
+        self._current: dict[int, Node] | None = None
         self._gradient: dict[Node, bool] = {}  # is_gradient's answers so far
         self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
+
+    def current(self, node: Node) -> Node:
+        """The graph's node under ``node``'s serial: ``node`` itself when the graph has it (it
+        is named, or some node reads it), unless optimization has rebuilt it since it was
+        noted."""
+        if node in self.names or node in self._last_readers():
+            return node
+        if self._current is None:  # first asked of a value not in the graph: each serial's
+            self._current = dict(zip(map(_SERIAL, self.nodes), self.nodes))
+        return self._current.get(node.serial, node)
 
     def is_gradient(self, node: Node) -> bool:
         """Is ``node`` computed from an adjoint (not only from forward values, like the
@@ -117,26 +124,21 @@ class Held:
                     known[stack.pop()] = False
         return known[node]
 
+    def _last_readers(self) -> dict[Node, Node]:
+        if self._last_reader is None:  # first asked: who reads each value, once
+            self._last_reader, self._several = {}, set()
+            for reader in self.nodes:
+                for ref in reader.inputs:
+                    if self._last_reader.get(ref.node, reader) is not reader:
+                        self._several.add(ref.node)
+                    self._last_reader[ref.node] = reader
+        return self._last_reader
+
     def reader(self, node: Node) -> Node | None:
         """The one node that reads ``node``, if only one does: the last node that reads it,
         when all of its reads are that node's."""
-        if self._returned is None:  # first asked: what the counts need, once
-            if self._last_reader is None:  # the last reader of each value, in C
-                inputs = list(map(_INPUTS, self.nodes))
-                self._last_reader = dict(zip(
-                    map(_REF_NODE, itertools.chain.from_iterable(inputs)),
-                    itertools.chain.from_iterable(
-                        map(itertools.repeat, self.nodes, map(len, inputs)))))
-            if self._uses is None:
-                self._uses = Counter(map(_REF_NODE, itertools.chain.from_iterable(
-                    map(_INPUTS, self.nodes))))
-                self._outputs = ()
-            self._returned = Counter(map(_REF_NODE, self._outputs))
-        reader = self._last_reader.get(node)
-        if reader is None:
-            return None
-        reads = self._uses.get(node, 0) - self._returned.get(node, 0)
-        return reader if sum(ref.node is node for ref in reader.inputs) == reads else None
+        last_reader = self._last_readers()
+        return None if node in self._several else last_reader.get(node)
 
     def argument_name(self, node: Node) -> str | None:
         """``node`` is read once, by a one-input op whose statement has a name (h_row =
@@ -220,7 +222,6 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
     statements' names, or what they hold when they are inlined, at most ``depth`` ops deep),
     or None when the rule has nothing short and honest to say. The adjoint of a value is
     ``grad_`` and that value's name."""
-    node = held.current.get(node.serial, node)
     if node in held.fallbacks:
         return None  # sin_tmp_1 would say no more than tmp_1
     known = held.names.get(node) or node.name or node.hint
@@ -228,7 +229,7 @@ def held_name(node: Node, held: Held, depth: int = MAX_OPERAND_DEPTH) -> str | N
         return known if known.isidentifier() else None  # a loop body reads xs[t]: no name
     forward = node.grad_of
     if forward is not None:
-        forward = held.current.get(forward.serial, forward)
+        forward = held.current(forward)
         name = held_name(forward, held, depth) or held.argument_name(forward)
         return f"grad_{name}" if name is not None else None
     if depth == 0 or node.op.n_out != 1:

@@ -324,7 +324,7 @@ class RegionWriter:
     """Writes the loop nodes of one emitted function (or loop body) as statements, and knows
     the variables their results are left in."""
 
-    def __init__(self, graph: Graph, namer, spec, constants, emit_body):
+    def __init__(self, graph: Graph, namer, spec, constants, emit_body, ops=None):
         self.namer = namer
         self.spec = spec
         self.constants = constants
@@ -332,7 +332,9 @@ class RegionWriter:
         self.results: dict[Node, list[str]] = {}
         self.forward: dict[Node, _Forward] = {}
         self.arrays: dict[str, str] = {}  # a forward loop's list -> the array made of it
-        has_loops = any(op.extra.get("region") for op in set(map(_NODE_OP, graph.nodes)))
+        # ``ops``: the graph's ops, when the caller has them (the emitter's survey does)
+        ops = set(map(_NODE_OP, graph.nodes)) if ops is None else ops
+        has_loops = any(op.extra.get("region") for op in ops)
         self.backward_of = {n.inputs[0].node: n for n in graph.nodes
                             if n.op.name == "loop_bwd"} if has_loops else {}
         # Where each value is read last. A loop_bwd's own text reads only the adjoints; its
