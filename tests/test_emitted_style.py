@@ -411,6 +411,69 @@ def test_layout_matches_ruff_format_on_random_statements(tmp_path):
     assert result.returncode == 0, result.stdout[:5000]
 
 
+def _random_chains(count: int, seed: int) -> list[str]:
+    """Long assignments of arithmetic chains, as the backward of unrolled code prints them:
+    names, numbers, calls, groups, subscripts and powers joined by + - * / @."""
+    rng = random.Random(seed)
+
+    def operand(depth):
+        r = rng.random()
+        name = rng.choice(["grad_t", "t", "sqrt_t", "exp_t", "x_head"]) + str(rng.randint(1, 99999))
+        if depth > 1 or r < 0.45:
+            return name if rng.random() < 0.85 else rng.choice(["2.0", "0.5", "3"])
+        if r < 0.6:
+            return f"{rng.choice(['math.cos', 'math.exp', 'np.sum'])}({operand(depth + 1)})"
+        if r < 0.72:
+            return f"({chain(depth + 1, rng.randint(2, 3))})"
+        if r < 0.8:
+            return f"{name}[{rng.choice(['1:', ':-1', '0'])}]"
+        if r < 0.9:
+            return f"{name}**2"
+        return f"-{name}"
+
+    def chain(depth, terms):  # (inside a group)
+        text = operand(depth)
+        for _ in range(terms - 1):
+            text += f" {rng.choice(['+', '-', '*', '/', '*', '@'])} {operand(depth)}"
+        return text
+
+    out = []
+    for _ in range(count):
+        target = rng.choice(["grad_t", "t", "grad_x_head"]) + str(rng.randint(1, 99999))
+        longest = 92 if rng.random() < 0.7 else 200  # most fit on a line in parentheses
+        value = ""
+        while not 94 - len(target) <= len(value) <= longest:
+            value = operand(0)
+            while len(value) < 94 - len(target):
+                value += f" {rng.choice(['+', '-', '*', '/', '*', '@'])} {operand(0)}"
+        out.append(ast.unparse(ast.parse(f"{target} = {value}")))  # minimal parentheses
+    return out
+
+
+@needs_ruff
+def test_arithmetic_chains_are_laid_out_as_ruff_formats_them(tmp_path):
+    # layout.parenthesized_assignment puts such a value on a line of its own in parentheses
+    # without parsing it; where it declines, statement() lays the value out in full.
+    # Either way the text is ruff's. (Canonical one-line forms first, as above.)
+    raw = tmp_path / "raw.py"
+    raw.write_text("def f():\n" + "".join(f"    {s}\n" for s in _random_chains(600, 20261124)))
+    subprocess.run([RUFF, "format", "--isolated", "--no-cache", "-q", "--line-length", "320",
+                    str(raw)], check=True)
+    text = raw.read_text()
+    lines = text.splitlines()
+    statements = [lines[s.lineno - 1][4:] for s in ast.parse(text).body[0].body
+                  if s.end_lineno == s.lineno]
+    long = [s for s in statements if not layout.fits(s, 1)]
+    fast = [s for s in long if layout.parenthesized_assignment(*s.split(" = ", 1), 1)]
+    assert len(fast) > 100 and len(long) - len(fast) > 100  # both paths are exercised
+    out = ["def f():"] + ["    " + part for s in statements
+                          for part in layout.statement(s, 1).split("\n")]
+    mine = tmp_path / "mine.py"
+    mine.write_text("\n".join(out) + "\n")
+    result = _ruff("format", "--check", "--diff", cwd=tmp_path, target="mine.py")
+    assert result.returncode == 0, result.stdout[:5000]
+
+
 def test_layout_keeps_short_lines_and_wraps_headers():
     assert layout.statement("y = x * x", 1, "# demo.py:2") == "y = x * x  # demo.py:2"
     params = [f"parameter_number_{i}" for i in range(4)]

@@ -714,6 +714,11 @@ def statement(line: str, indent: int = 0, comment: str = "", width: int = WIDTH)
     flat = line + (f"  {comment}" if comment else "")
     if fits(line, indent, comment, width):
         return flat
+    if not comment:  # the common long statement: an arithmetic value in parentheses
+        target, assign, value = line.partition(" = ")
+        wrapped = assign and parenthesized_assignment(target, value, indent, width)
+        if wrapped:
+            return wrapped
     block = "\n    pass" if line.endswith(":") else ""
     try:
         tree = ast.parse(line + block)
@@ -763,6 +768,48 @@ def sum_assignment(target: str, value: str, indent: int = 0, width: int = WIDTH)
     if inner + max(map(len, terms)) > width:
         return None  # a term breaks inside itself
     return f"{target} = (\n    " + "\n    ".join(terms) + "\n)"
+
+
+# A bracket, or a binary operator as the printer writes it: spaced, or ** between simple
+# operands (t**2); anything else that binds looser than + and - sends a value to statement.
+_OPERATOR_SPLIT = re.compile(r"[()\[\]{}]| (?:[-+*/%@]|//) |\*\*")
+_LOOSER = re.compile(r" (?:if|else|and|or|not|in|is|lambda|for)\b|[<>=!]=?|,|:")
+_PRIORITY = {"+": 3, "-": 3, "*": 2, "/": 2, "//": 2, "%": 2, "@": 2, "**": 1}
+
+
+def parenthesized_assignment(target: str, value: str, indent: int = 0,
+                             width: int = WIDTH) -> str | None:
+    """``target = a * b / c - d ...`` that does not fit, laid out as :func:`statement` (and
+    ruff format) lays it out, without parsing: the value on one line of its own inside
+    parentheses, where the value is an arithmetic chain that ruff cannot split any other
+    way: two or more operators of its loosest kind, or one whose operands at both ends hold
+    no bracket (ruff splits a leading or trailing call or group instead, so those go to
+    :func:`statement`). None for anything else: a line that fits, a comment, a string, a
+    comparison, a value too long for its own line."""
+    line = f"{target} = {value}"
+    if fits(line, indent, "", width) or (indent + 1) * INDENT + len(value) > width:
+        return None
+    if not line.isascii() or not target.isidentifier() or any(c in value for c in "#'\"\\"):
+        return None
+    depth, start, operators, operands = 0, 0, [], []
+    for match in _OPERATOR_SPLIT.finditer(value):
+        token = match.group()
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+        elif depth == 0:
+            operators.append(token.strip())
+            operands.append(value[start:match.start()])
+            start = match.end()
+    operands.append(value[start:])
+    if not operators or depth or _LOOSER.search(value.replace("**", "")):
+        return None
+    loosest = max(map(_PRIORITY.__getitem__, operators))
+    if sum(_PRIORITY[o] == loosest for o in operators) == 1 and any(
+            c in operands[0] or c in operands[-1] for c in "([{"):
+        return None  # ruff may break inside the bracket at an end instead
+    return f"{target} = (\n    {value}\n)"
 
 
 def _compiled(source: str) -> tuple:
