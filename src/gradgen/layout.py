@@ -736,6 +736,21 @@ def statement(line: str, indent: int = 0, comment: str = "", width: int = WIDTH)
 _SUM_SPLIT = re.compile(r"[()\[\]{}]| [+-] ")
 
 
+def _outside_brackets(pattern: re.Pattern, value: str) -> list[re.Match] | None:
+    """The matches of ``pattern`` (which also matches every bracket) in ``value`` that are
+    outside all brackets; None when the brackets do not balance."""
+    depth, found = 0, []
+    for match in pattern.finditer(value):
+        token = match.group()
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+        elif depth == 0:
+            found.append(match)
+    return found if depth == 0 else None
+
+
 def sum_assignment(target: str, value: str, indent: int = 0, width: int = WIDTH) -> str | None:
     """``target = a + b - c ...`` laid out as :func:`statement` lays it out, without parsing,
     for the long fused sums of a backward pass (thousands of terms in large functions, where
@@ -749,16 +764,13 @@ def sum_assignment(target: str, value: str, indent: int = 0, width: int = WIDTH)
     if fits(line, indent, "", width) or not line.isascii() or any(
             c in value for c in "#'\""):
         return None
-    terms, depth, start = [], 0, 0
-    for match in _SUM_SPLIT.finditer(value):
-        token = match.group()
-        if token in "([{":
-            depth += 1
-        elif token in ")]}":
-            depth -= 1
-        elif depth == 0:
-            terms.append(value[start:match.start()])
-            start = match.start() + 1  # the next term starts with its operator: "+ b"
+    signs = _outside_brackets(_SUM_SPLIT, value)
+    if signs is None:
+        return None
+    terms, start = [], 0
+    for match in signs:
+        terms.append(value[start:match.start()])
+        start = match.start() + 1  # the next term starts with its operator: "+ b"
     terms.append(value[start:])
     if len(terms) < 3:
         return None  # one operator: ruff may break in a bracket instead
@@ -791,20 +803,11 @@ def parenthesized_assignment(target: str, value: str, indent: int = 0,
         return None
     if not line.isascii() or not target.isidentifier() or any(c in value for c in "#'\"\\"):
         return None
-    depth, start, operators, operands = 0, 0, [], []
-    for match in _OPERATOR_SPLIT.finditer(value):
-        token = match.group()
-        if token in "([{":
-            depth += 1
-        elif token in ")]}":
-            depth -= 1
-        elif depth == 0:
-            operators.append(token.strip())
-            operands.append(value[start:match.start()])
-            start = match.end()
-    operands.append(value[start:])
-    if not operators or depth or _LOOSER.search(value.replace("**", "")):
+    found = _outside_brackets(_OPERATOR_SPLIT, value)
+    if not found or _LOOSER.search(value.replace("**", "")):
         return None
+    operators = [match.group().strip() for match in found]
+    operands = [value[:found[0].start()], value[found[-1].end():]]  # the two at the ends
     loosest = max(map(_PRIORITY.__getitem__, operators))
     if sum(_PRIORITY[o] == loosest for o in operators) == 1 and any(
             c in operands[0] or c in operands[-1] for c in "([{"):
