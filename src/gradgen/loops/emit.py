@@ -437,9 +437,12 @@ class RegionWriter:
         return not (node.is_view or node.op.name in ("input", "seed", "loop_out"))
 
     def _body(self, graph: Graph, input_names: dict[int, str], preset: dict[Node, str],
-              accumulate: dict[Node, str], owned: frozenset = frozenset()):
+              accumulate: dict[Node, str], owned: frozenset = frozenset(),
+              all_trips: bool = False):
         # A trip's value read by index more than once (h_saved[t + 1] in ``1 - h * h``) is
-        # read once, into a name, as a person writes it.
+        # read once, into a name, as a person writes it. Read for all trips at once (a
+        # hoisted op's h_rows[1:]), it is named after those rows (h_rows_tail), not after
+        # the one trip's value (h_1).
         reads = Counter(r.node for node in graph.nodes for r in node.inputs)
         reads.update(r.node for r in graph.outputs)
         bound: list[str] = []
@@ -448,8 +451,10 @@ class RegionWriter:
             index = node.attrs["index"]
             text = input_names.get(index, "")
             if reads[node] > 1 and "[" in text:
-                name = self.namer.fresh(node.name or text.partition("[")[0].removesuffix(
-                    "_saved"))
+                rows = _ROWS_PART.fullmatch(text) if all_trips else None
+                name = self.namer.fresh(
+                    f"{rows[1]}_{_ROWS_PARTS[rows[2]]}" if rows else node.name
+                    or text.partition("[")[0].removesuffix("_saved"))
                 bound.append(f"{name} = {text}")
                 input_names[index] = name
         emitted = self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
@@ -732,7 +737,7 @@ class RegionWriter:
                                    if n.name is None and (base := _stacked_base(text))})
         preset = {r.node: self.namer.fresh(held_name(r.node, held) or "rows")
                   for r in before.outputs}
-        emitted = self._body(before, inputs, preset, {})
+        emitted = self._body(before, inputs, preset, {}, all_trips=True)
         lines += emitted.lines
         at = _affine(info.var, 1, -info.start)
         for k, ref in enumerate(before.outputs):
@@ -839,6 +844,10 @@ class RegionWriter:
     def _outputs_of(self, node: Node) -> dict[int, Node]:
         return {out.attrs["index"]: out for out in self.wanted_names
                 if out.inputs[0].node is node}
+
+
+_ROWS_PART = re.compile(r"(\w+)\[(1:|:-1)\]")
+_ROWS_PARTS = {"1:": "tail", ":-1": "head"}  # as naming.part_name says x[1:] and x[:-1]
 
 
 def _stacked_base(text: str) -> str | None:
