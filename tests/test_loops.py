@@ -150,6 +150,8 @@ def test_pendulum_over_thousands_of_steps():
     assert rolled.count("\n") == shorter.count("\n") < 120  # the body, not the trip count
     assert "for t in reversed(range(3000)):" in rolled
     assert "math.sin(theta)" in rolled and "grad_omega" in rolled
+    # grad_omega's new value is a fused sum computed straight into the carry, no rename after
+    assert "grad_omega = grad_omega + " in rolled and "grad_omega = grad_omega_1" not in rolled
     _check_program(pendulum, (0.5, 0.1, 0.01, 100), (0.3, -0.2, 0.02, 100), argnums=(0, 1, 2))
 
 

@@ -213,6 +213,15 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
         out = graph.outputs[k].node
         if not _is_statement(out) or out in fixed or next_values.count(out) > 1:
             continue
+        inner = out.inputs[0].node if out.op.name == "adjoint" else None
+        if (inner is not None and _is_statement(inner) and inner not in fixed
+                and inner not in next_values and inner not in outputs and old is not None
+                and old not in next_values and old not in outputs and not any(
+                    lands(r) > position[inner] for r in readers.get(old, ()) if r is not inner)):
+            # the carry's new adjoint is a sum (or product) under the carry's name: computed
+            # straight into it, the rename after it reads grad_h = grad_h and is left out
+            fixed[inner] = fixed[out] = name
+            continue
         # the old value must not be read after the new one is written: by a later statement,
         # an expression inlined into one, or the lines after the body (an output: grad_xs[t]
         # += grad_h)
