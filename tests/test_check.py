@@ -247,6 +247,52 @@ def test_a_max_shifted_softmax_is_checked_symbolically():
     assert report.results[0].method in ("sympy", "proved")
 
 
+def test_the_budgets_alarm_waits_while_a_finalizer_or_gc_callback_runs():
+    """An exception raised in a ``__del__``, a weakref finalizer or a gc callback is printed
+    ("Exception ignored in ...") and lost: an alarm landing there raises nothing, and the
+    next one (a tenth of a second later) ends the work in sympy's own code."""
+    import gc
+    import signal
+    import sys
+    import weakref
+
+    from gradgen.check import _Budget, _Timeout
+
+    budget = _Budget(1.0)
+    budget.armed = True  # as inside ``with budget:``, without a real timer
+
+    def alarm_here() -> str:
+        try:
+            budget._on_alarm(signal.SIGALRM, sys._getframe(1))
+        except _Timeout:
+            return "raised"
+        return "waited"
+
+    seen = []
+
+    class Finalized:
+        def __del__(self):
+            seen.append(("__del__", alarm_here()))
+
+    Finalized()
+    weakref.finalize(Finalized.__new__(Finalized), lambda: seen.append(
+        ("finalize", alarm_here())))
+    gc.collect()
+
+    def callback(phase, info):
+        if phase == "start":
+            seen.append(("gc callback", alarm_here()))
+
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+    seen.append(("sympy's code", alarm_here()))
+    assert seen[0] == ("__del__", "waited") and ("finalize", "waited") in seen
+    assert ("gc callback", "waited") in seen and seen[-1] == ("sympy's code", "raised")
+
+
 def test_the_sympy_budget_survives_code_that_swallows_exceptions():
     """sympy catches exceptions in many places: the budget's alarm must still end the work
     (once it was swallowed inside simplify and a check ran for more than half an hour)."""

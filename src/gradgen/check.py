@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import signal
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -331,9 +333,23 @@ class _Budget:
 
     def _on_alarm(self, signum, frame):
         # The alarm repeats until the block ends: one swallowed by a bare ``except:`` in
-        # sympy is followed by the next, a tenth of a second later.
-        if self.armed:
+        # sympy is followed by the next, a tenth of a second later. One that lands in a
+        # finalizer or a gc callback raises nothing: Python would print the exception there
+        # ("Exception ignored in ...") and go on; the next alarm raises in sympy's code.
+        if self.armed and not _in_finalizer(frame):
             raise _Timeout
+
+
+def _in_finalizer(frame) -> bool:
+    """Does ``frame`` run inside a ``__del__``, a weakref finalizer or a gc callback, where an
+    exception cannot reach the code that the garbage collector interrupted?"""
+    codes = {getattr(callback, "__code__", None) for callback in gc.callbacks}
+    codes.add(weakref.finalize.__call__.__code__)
+    while frame is not None:
+        if frame.f_code in codes or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _prove(vg_graph, symbols, derivs, position, seconds) -> bool:
