@@ -455,12 +455,9 @@ def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
     first term of the next add_n: the same additions in the same order, in statements a
     reader (and Python's compiler) can take in. A scalar added to itself is ``2 * t``
     (exact in binary floating point), as fold would make it."""
-    if len(terms) == 2 and _same_scalar(*terms):
-        return OPS["mul"](2, terms[0])
-    if len(terms) > 2:
-        terms = _counted(terms)
-        if len(terms) == 1:
-            return terms[0]
+    terms = _counted(terms)
+    if len(terms) == 1:
+        return terms[0]  # t + t: 2 * t
     total = add_n(*terms[:MAX_FUSED_TERMS], uses=uses)
     for start in range(MAX_FUSED_TERMS, len(terms), MAX_FUSED_TERMS - 1):
         total.ref.node.name = partial_name
@@ -469,10 +466,11 @@ def _fused_sum(terms: list, uses: tuple, partial_name: str | None):
 
 
 def _counted(terms: list) -> list:
-    """A computed scalar that comes k times among a longer sum's terms (``x * x`` inside
-    ``x * sin(x) + x * x``) is one term ``k * t`` where it first comes, not ``t + t``: the
-    order of a value's contributions is reverse mode's own, never the user's."""
-    refs = [t.ref for t in terms if type(t) is Tracer]
+    """A computed scalar that comes k times among a sum's terms (``x * x``, or ``x * x``
+    inside ``x * sin(x) + x * x``) is one term ``k * t`` where it first comes, not ``t + t``
+    (Shared made the equal contributions one value): the order of a value's contributions is
+    reverse mode's own, never the user's."""
+    refs = [t.ref for t in terms if isinstance(t, Tracer)]
     if len(set(refs)) == len(refs):
         return terms  # (most sums: no term twice)
     refs = [t.ref if isinstance(t, Tracer) and t.ref.aval.shape == ()
@@ -489,12 +487,6 @@ def _counted(terms: list) -> list:
             seen.add(ref)
             counted.append(OPS["mul"](k, term))
     return counted
-
-
-def _same_scalar(a, b) -> bool:
-    """Are ``a`` and ``b`` one computed scalar (Shared made two equal contributions one)?"""
-    return (isinstance(a, Tracer) and isinstance(b, Tracer) and a.ref == b.ref
-            and a.ref.aval.shape == () and a.ref.node.op.name != "const")
 
 
 def _as_tracer(trace: Trace, g):
