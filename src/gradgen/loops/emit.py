@@ -21,7 +21,7 @@ from operator import attrgetter
 import numpy as np
 
 from ..ir import Graph, Node, Ref
-from ..naming import Held, held_name
+from ..naming import Held, held_name, part_name
 from ..ops import OPS
 from ..ops.index import index_text
 from ..ops.registry import Expr
@@ -208,27 +208,27 @@ def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> d
             node = users[0]
         return position[node]
 
+    def old_read_after(old: Node | None, new: Node) -> bool:
+        # is the old value read after the new one is written: by a later statement, an
+        # expression inlined into one, or the lines after the body (an output: grad_xs[t]
+        # += grad_h)?
+        return old is not None and (old in next_values or old in outputs or any(
+            lands(r) > position[new] for r in readers.get(old, ()) if r is not new))
+
     fixed: dict[Node, str] = {}
     for k, name, old in carries:
         out = graph.outputs[k].node
         if not _is_statement(out) or out in fixed or next_values.count(out) > 1:
             continue
         inner = out.inputs[0].node if out.op.name == "adjoint" else None
-        if (inner is not None and _is_statement(inner) and inner not in fixed
-                and inner not in next_values and inner not in outputs and old is not None
-                and old not in next_values and old not in outputs and not any(
-                    lands(r) > position[inner] for r in readers.get(old, ()) if r is not inner)):
+        if (inner is not None and old is not None and _is_statement(inner)
+                and inner not in fixed and inner not in next_values and inner not in outputs
+                and not old_read_after(old, inner)):
             # the carry's new adjoint is a sum (or product) under the carry's name: computed
             # straight into it, the rename after it reads grad_h = grad_h and is left out
             fixed[inner] = fixed[out] = name
-            continue
-        # the old value must not be read after the new one is written: by a later statement,
-        # an expression inlined into one, or the lines after the body (an output: grad_xs[t]
-        # += grad_h)
-        if old is not None and (old in next_values or old in outputs or any(
-                lands(r) > position[out] for r in readers.get(old, ()) if r is not out)):
-            continue
-        fixed[out] = name
+        elif not old_read_after(old, out):
+            fixed[out] = name
     return fixed
 
 
@@ -462,8 +462,8 @@ class RegionWriter:
             if reads[node] > 1 and "[" in text:
                 rows = _ROWS_PART.fullmatch(text) if all_trips else None
                 name = self.namer.fresh(
-                    f"{rows[1]}_{_ROWS_PARTS[rows[2]]}" if rows else node.name
-                    or text.partition("[")[0].removesuffix("_saved"))
+                    f"{rows[1]}_{part_name((('slice', rows[2] and 1, rows[3] and -1, None),))}"
+                    if rows else node.name or text.partition("[")[0].removesuffix("_saved"))
                 bound.append(f"{name} = {text}")
                 input_names[index] = name
         emitted = self.emit_body(self.spec, self.namer, self.constants, graph, input_names,
@@ -855,8 +855,7 @@ class RegionWriter:
                 if out.inputs[0].node is node}
 
 
-_ROWS_PART = re.compile(r"(\w+)\[(1:|:-1)\]")
-_ROWS_PARTS = {"1:": "tail", ":-1": "head"}  # as naming.part_name says x[1:] and x[:-1]
+_ROWS_PART = re.compile(r"(\w+)\[(1)?:(-1)?\]")  # what _stacked reads: h_rows[1:], h_rows[:-1]
 
 
 def _stacked_base(text: str) -> str | None:
