@@ -137,11 +137,12 @@ class _LineTable(NamedTuple):
     def span(self, lasti: int) -> tuple[int, int, int] | None:
         """(line, start, stop) around instruction offset ``lasti``; None where the table
         says no line (ask the frame)."""
-        k = bisect.bisect_right(self.starts, lasti) - 1
+        _, starts, lines, ends = self  # (unpacked: a named field's read is slow, and the
+        k = bisect.bisect_right(starts, lasti) - 1  # tracer asks this once per source line)
         if k >= 0:
-            line, end = self.lines[k], self.ends[k]
+            line, end = lines[k], ends[k]
             if lasti < end and line is not None:
-                return line, self.starts[k], end
+                return line, starts[k], end
         return None
 
 

@@ -6,7 +6,6 @@ import math
 import sys
 import threading
 import weakref
-from bisect import bisect_right as _bisect_right
 from typing import Self
 
 import numpy as np
@@ -186,18 +185,14 @@ def _user_loc(where: _Where | None = None) -> SourceLoc | None:
 
 def _new_run(where: _Where, frame, code, callee, lasti: int) -> SourceLoc:
     """``frame`` runs a line (another one, or the same one again): its SourceLoc. (Once per
-    line of an unrolled function: the frame's table kept, its search and the watcher's
-    common case written out.)"""
+    line of an unrolled function: the frame's table kept, and the watcher's common case
+    written out.)"""
     same = frame is where.frame
     table = where.table if same else line_table(code)
-    line = None
-    if table is not None:  # (table.span; its fields unpacked: a named field's read is slow)
-        _, starts, lines, ends = table
-        k = _bisect_right(starts, lasti) - 1
-        if k >= 0 and lasti < (stop := ends[k]):
-            line = lines[k]
-            where.start, where.stop = starts[k], stop
-    if line is None:
+    span = table.span(lasti) if table is not None else None
+    if span is not None:
+        line, where.start, where.stop = span
+    else:
         line, where.start, where.stop = frame.f_lineno, lasti, lasti + 1
     run = where.run
     if same and run is not None:  # the watcher's record of this frame
