@@ -100,12 +100,10 @@ def _comment_for_group(loc) -> str:
 
 
 def _fused_note(target: str, uses: tuple[str, ...]) -> str:
-    if len(uses) == 2:  # most sums gather two lines' parts: the words without the counting
-        first, second = uses
-        if first == second:
-            return f"# {target} is used 2 times by {first}: one fused sum"
-        return f"# {target} is used by {first} and {second}: one fused sum"
-    distinct = list(dict.fromkeys(uses))
+    if len(uses) == 2:  # most sums gather two lines' parts: told apart without a dict
+        distinct = uses if uses[0] != uses[1] else uses[:1]
+    else:
+        distinct = list(dict.fromkeys(uses))
     if len(distinct) == 1:
         where = f"{len(uses)} times by {distinct[0]}"
     else:
