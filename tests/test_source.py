@@ -634,3 +634,22 @@ def test_a_straight_def_is_read_without_the_parser(text, straight, monkeypatch):
     assert table == expected
     assert (node.end_lineno, linemap.block_end(lines, node)) == (
         full.end_lineno, linemap.block_end(lines, full))
+
+
+@pytest.mark.parametrize("data", [
+    b"def f(x):\n    return x\n",
+    b"def f(x):\r\n    y = x\r\n\r\n    return y",  # CRLF, no newline at the end
+    b"a = 1\rb = 2\r",  # old Mac line ends
+    b"s = '\x0c\xe2\x80\xa8'\nt = 1\n",  # form feed and a line separator: not line ends
+    b"\xef\xbb\xbfx = 1\n",  # BOM: linecache reads it
+    b"# -*- coding: latin-1 -*-\nx = '\xe9'\n",  # a coding cookie: linecache reads it
+    b"x = '\xe9'\n",  # not UTF-8: no lines, as linecache
+    b"",
+])
+def test_file_lines_read_as_linecache_reads_them(tmp_path, data):
+    path = tmp_path / "module.py"
+    path.write_bytes(data)
+    name = str(path)
+    linecache.cache.pop(name, None)
+    ours = source._getlines(name), linecache.cache.pop(name, None)
+    assert ours == (linecache.getlines(name), linecache.cache.get(name))

@@ -6,6 +6,7 @@ import functools
 import gc
 import hashlib
 import inspect
+import math
 import os
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -250,7 +251,9 @@ def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
                 isinstance(value, np.ndarray) and value.size > 6):
             texts = None
             break
-        texts.append(literal(value).text)
+        # (a finite float as literal() writes it, without its Expr: a first call's fixed cost)
+        texts.append(repr(value).replace("e+", "e") if type(value) is float and math.isfinite(
+            value) else literal(value).text)
     if texts is not None and not path.startswith("<"):
         tup = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
         extra = "" if request.argnums == (0,) else (

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import bisect
+import codecs
 import inspect
+import io
 import linecache
 import os
 import sys
@@ -249,12 +251,41 @@ _FILES: dict[str, _FileLines] = {}
 
 
 def _file_lines(filename: str) -> _FileLines:
-    lines = linecache.getlines(filename)
+    lines = _getlines(filename)
     known = _FILES.get(filename)
     if known is not None and known.lines is lines:  # linecache keeps the list until reload
         return known
     known = _FILES[filename] = _FileLines(lines)
     return known
+
+
+def _getlines(filename: str) -> list[str]:
+    """``linecache.getlines(filename)``. A file not yet cached is read here when it is plain
+    UTF-8 (no BOM, no coding cookie), into linecache as linecache reads it: where
+    ``tokenize.open`` decides the encoding in Python and wraps the file in a text reader, a
+    tenth of the fixed cost of tracing a function. Anything else is linecache's to read."""
+    entry = linecache.cache.get(filename)
+    if entry is not None and len(entry) != 1:
+        return entry[2]
+    if filename.startswith("<") or not os.path.isabs(filename):
+        return linecache.getlines(filename)
+    try:
+        with open(filename, "rb") as file:
+            stat = os.fstat(file.fileno())
+            data = file.read()
+        if data.startswith(codecs.BOM_UTF8) or b"coding" in b"\n".join(
+                data.split(b"\n", 2)[:2]):
+            return linecache.getlines(filename)
+        text = data.decode()
+    except (OSError, UnicodeDecodeError):
+        return linecache.getlines(filename)
+    if "\r" in text:  # universal newlines, as a text file reads them
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = io.StringIO(text).readlines()  # (split at "\n" only, as readlines does)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    linecache.cache[filename] = stat.st_size, stat.st_mtime, lines, filename
+    return lines
 
 
 def refresh(filename: str) -> None:
@@ -340,8 +371,10 @@ def _parameters(fn) -> list[tuple[str, int]]:
     """(name, kind) of each parameter of ``fn``, in order. A plain function's are read from
     its code object (``inspect.signature`` costs as much as tracing a dozen ops); anything
     else (a method, a partial, a wrapped or annotated-signature callable) asks inspect."""
-    if type(fn) is types.FunctionType and not hasattr(fn, "__wrapped__") and not hasattr(
-            fn, "__signature__"):
+    # (a function's own attributes live in its __dict__: asked there, a missing one raises
+    # no AttributeError inside hasattr, two of which cost as much as the rest)
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__ and (
+            "__signature__" not in fn.__dict__):
         code = fn.__code__
         names = code.co_varnames
         positional = code.co_argcount  # (positional-only ones included)

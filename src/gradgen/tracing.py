@@ -236,12 +236,20 @@ class Leaf:
         return is_numeric(self.value)
 
 
+# Arguments that are one leaf of their own (no container): the common case, numbers and arrays
+_BARE_LEAVES = frozenset({float, int, bool, np.float64, np.ndarray})
+
+
 def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
     """Every argument's leaves (a plain number or array is one leaf), with unique names."""
     leaves: list[Leaf] = []
     trees: list[TreeDef] = []
     taken = set(names)
     for i, (value, name) in enumerate(zip(args, names, strict=True)):
+        if type(value) in _BARE_LEAVES:  # what flatten says of it, without asking
+            trees.append(LEAF)
+            leaves.append(Leaf(i, (), name, value))
+            continue
         values, tree = flatten(value)
         trees.append(tree)
         for path, leaf in zip(leaf_paths(tree), values, strict=True):
