@@ -298,18 +298,36 @@ def line_table_of(statements: list[ast.stmt], lines: list[str],
                 continue
             _record(group, text, table)
             group = []
-            if isinstance(stmt, ast.If | ast.While):
+            if isinstance(stmt, _BRANCHES):
                 test = text.condition(stmt)
                 info = LineInfo((), test, test)
                 for line in {stmt.lineno, *range(stmt.test.lineno, stmt.test.end_lineno + 1)}:
                     table[line] = info
-            for field in ("body", "orelse", "finalbody"):
+            bodies, parts = _BLOCKS.get(type(stmt)) or _blocks(type(stmt))
+            for field in bodies:
                 inner = getattr(stmt, field, None)
                 if inner:
                     pending.append(inner)
-            for part in getattr(stmt, "handlers", ()) or getattr(stmt, "cases", ()):
-                pending.append(part.body)
+            for field in parts:
+                for part in getattr(stmt, field, ()):
+                    pending.append(part.body)
         _record(group, text, table)
+
+
+_BRANCHES = (ast.If, ast.While)
+# kind of compound statement -> (its fields that are blocks, its fields of handlers or cases)
+_BLOCKS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _blocks(kind: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Where a compound statement keeps its blocks, from its kind's fields, once per kind:
+    ``getattr(stmt, "orelse", None)`` on a def raised and caught an AttributeError each time
+    (a def has no else), four of which cost as much as the rest of a short function's table."""
+    fields = kind._fields
+    found = _BLOCKS[kind] = (
+        tuple(f for f in ("body", "orelse", "finalbody") if f in fields),
+        tuple(f for f in ("handlers", "cases") if f in fields))
+    return found
 
 
 def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> None:
@@ -329,6 +347,10 @@ def _record(group: list[ast.stmt], text: _Text, table: dict[int, LineInfo]) -> N
         table[line] = info
 
 
+# (tuples, not ``ast.Tuple | ast.List``: a union written in a function is made on every call)
+_SEQUENCES, _NAMED_ONCE = (ast.Tuple, ast.List), (ast.AugAssign, ast.AnnAssign)
+
+
 def _targets(stmt: ast.stmt) -> tuple[str, ...]:
     if isinstance(stmt, ast.Assign):
         if len(stmt.targets) != 1:
@@ -336,12 +358,12 @@ def _targets(stmt: ast.stmt) -> tuple[str, ...]:
         target = stmt.targets[0]
         if isinstance(target, ast.Name):
             return (target.id,)
-        if isinstance(target, ast.Tuple | ast.List):
+        if isinstance(target, _SEQUENCES):
             elts = [e.value if isinstance(e, ast.Starred) else e for e in target.elts]
             if all(isinstance(e, ast.Name) for e in elts):
                 return tuple(e.id for e in elts)
         return ()
-    if isinstance(stmt, ast.AugAssign | ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+    if isinstance(stmt, _NAMED_ONCE) and isinstance(stmt.target, ast.Name):
         return (stmt.target.id,)
     return ()
 
