@@ -210,6 +210,8 @@ def _spans_of_lnotab(code) -> tuple[list[int], list[int | None]]:
     moves = memoryview(table[1::2]).cast("b")  # (signed: a line may come back)
     starts = list(accumulate(steps, initial=0))
     lines = list(accumulate(moves, initial=code.co_firstlineno))
+    if 0 not in table[1::2] and 0 not in steps[1:]:  # (bytes: searched by memchr)
+        return starts, lines  # no step too long for a byte: every pair is a span
     own = [True, *map(and_, map(truth, moves), map(truth, [*steps[1:], 1]))]
     return list(compress(starts, own)), list(compress(lines, own))
 
