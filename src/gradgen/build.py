@@ -24,7 +24,14 @@ from .optimize import dce, forget_reads, optimize, own_outputs
 from .pytree import LEAF, TreeDef, format_structure
 from .reverse import reverse
 from .source import function_source
-from .tracing import Leaf, flatten_arguments, function_loc, parameter_names, trace_function
+from .tracing import (
+    Leaf,
+    flatten_arguments,
+    function_loc,
+    parameter_names,
+    trace_function,
+    unwrapped,
+)
 
 
 @dataclass(frozen=True)
@@ -224,7 +231,7 @@ def _display_path(path: str, cwd: str) -> str:
 
 def source_hash(fn) -> str:
     """A short hash of the function's source text, so a generated file can tell it is stale."""
-    fn = inspect.unwrap(fn)
+    fn = unwrapped(fn)
     code = getattr(fn, "__code__", None)
     text = function_source(code) if code is not None else None
     if text is None:  # a lambda or a one-line def: inspect tokenizes the file to find it
@@ -247,13 +254,14 @@ def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
                 "arguments of this signature")
     texts = []
     for value in args:
+        if type(value) is float and math.isfinite(value):  # (the common case: no Expr)
+            texts.append(repr(value).replace("e+", "e"))  # as literal() writes it
+            continue
         if not isinstance(value, float | int | np.ndarray) or (
                 isinstance(value, np.ndarray) and value.size > 6):
             texts = None
             break
-        # (a finite float as literal() writes it, without its Expr: a first call's fixed cost)
-        texts.append(repr(value).replace("e+", "e") if type(value) is float and math.isfinite(
-            value) else literal(value).text)
+        texts.append(literal(value).text)
     if texts is not None and not path.startswith("<"):
         tup = "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
         extra = "" if request.argnums == (0,) else (

@@ -86,6 +86,9 @@ _MATH_BY_FUNCTION = {getattr(math, n): getattr(MATH_PROXY, n)
                      for n in dir(math) if callable(getattr(math, n)) and not n.startswith("_")}
 
 
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType)  # (a union is made per use)
+
+
 class Interceptor:
     """Per trace: the traced copies of user functions and their globals, memoized so that
     recursive helpers find their own copy."""
@@ -103,10 +106,13 @@ class Interceptor:
             return NUMPY_PROXY
         if value is np.random or value is random:
             return _RANDOM_PROXIES[value.__name__]
-        if getattr(value, "__self__", None) in _GLOBAL_GENERATORS:  # from numpy.random import rand
+        # (a plain function's attributes are in its __dict__: asked there, the common case
+        # raises no AttributeError inside getattr)
+        if (type(value) is not types.FunctionType or "__self__" in value.__dict__) and getattr(
+                value, "__self__", None) in _GLOBAL_GENERATORS:  # from numpy.random import rand
             prefix = "random" if value.__self__ is random._inst else "np.random"
             return _refused_draw(f"{prefix}.{value.__name__}")
-        if isinstance(value, types.FunctionType | types.BuiltinFunctionType) and (
+        if isinstance(value, _FUNCTIONS) and (
                 value in _NUMPY_BY_FUNCTION):  # from numpy import zeros
             return _NUMPY_BY_FUNCTION[value]
         if isinstance(value, types.BuiltinFunctionType):

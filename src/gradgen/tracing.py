@@ -205,8 +205,17 @@ def function_name(fn) -> str:
     return name if name.isidentifier() else "anonymous"
 
 
+def unwrapped(fn):
+    """``inspect.unwrap(fn)``; a plain function that wraps nothing is answered without it
+    (its ``hasattr(f, "__wrapped__")`` raises and catches an AttributeError: asked three
+    times per first call)."""
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        return fn
+    return inspect.unwrap(fn)
+
+
 def function_loc(fn) -> SourceLoc | None:
-    code = getattr(inspect.unwrap(fn), "__code__", None)
+    code = getattr(unwrapped(fn), "__code__", None)
     if code is None:
         return None
     return SourceLoc(code.co_filename, code.co_firstlineno, code.co_name)
@@ -269,7 +278,7 @@ def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
     anything else is passed through as a static value. With ``loops``, the iterations of
     each uniform Python loop come back as one loop region (gradgen.loops)."""
     names = arg_names or parameter_names(fn, len(args))
-    code = getattr(inspect.unwrap(fn), "__code__", None)
+    code = getattr(unwrapped(fn), "__code__", None)
     if code is not None:
         refresh(code.co_filename)  # an edited file is read again, and its names with it
     leaves, trees = flatten_arguments(args, names)
