@@ -611,6 +611,9 @@ def test_the_assignment_regex_reads_any_text_as_the_one_anchored_at_line_starts(
     ("def f(x, y):\n    a = x * y\n    b = a + 1\n    return b\n", True),
     ("def f(x: float, k=2) -> float:\n    a = x * k\n\n    pass\n    return a * (a + 1)\n", True),
     ("def f(x):\n    a = x\n    return (a +\n            1)\n", False),  # goes on below
+    ("def f(x):\n    a = x\n    return  a   *\t2  \n", True),  # spaced as it comes
+    ("def f(x):\n    a = x\n    pass\n    return\n", True),
+    ("def f(x):\n    a = x\n\n    b = a\n    return b\n", True),  # a pass in place of each
     ("def f(x):\n    a = x\n    if a:\n        a = a + 1\n    return a\n", False),
     ("def f(x):\n    a = x\n    print(a)\n    return a\n", False),
     ("@staticmethod\ndef f(x):\n    a = x\n    return a\n", False),

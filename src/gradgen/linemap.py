@@ -93,6 +93,7 @@ def _straight_def(body_lines: list[str], first: int, indent: int) -> ast.Functio
     if header is None or not body_lines[0].isascii():
         return None
     body: list[ast.stmt] = []
+    said: dict[int, LineInfo] = {}  # the LineInfo of each return and pass line
     line, column = first + 1, None
     for text in body_lines[1:]:
         words = text.split(None, 1)
@@ -116,12 +117,16 @@ def _straight_def(body_lines: list[str], first: int, indent: int) -> ast.Functio
                 return None  # (its expression may go on below)
             body.append(kind(lineno=line, col_offset=own, end_lineno=line,
                              end_col_offset=len(text.rstrip())))
+            said[line] = LineInfo((), " ".join(text.split()))  # (as _Text.code says it;
+            # a ``pass`` that holds an assignment's place is overwritten by line_table_of)
         line += 1
     if not body:
         return None
-    return ast.FunctionDef(name=header[1], body=body, decorator_list=[], lineno=first,
+    node = ast.FunctionDef(name=header[1], body=body, decorator_list=[], lineno=first,
                            col_offset=indent, end_lineno=body[-1].end_lineno,
                            end_col_offset=body[-1].end_col_offset)
+    node.own_lines = said  # line_table_of takes them as they are: nothing else to visit
+    return node
 
 
 @functools.cache
@@ -282,7 +287,14 @@ def line_table_of(statements: list[ast.stmt], lines: list[str],
     whole: dict[int, LineInfo] = {}
     for stmt in statements:
         whole.update(getattr(stmt, "whole_lines", {}))
+    # A def _straight_def read has its other lines' LineInfo too (one line each: return,
+    # pass), where a ``pass`` may hold the place of an assignment, which ``whole`` has.
+    straight = [stmt for stmt in statements if hasattr(stmt, "own_lines")]
+    for stmt in straight:
+        table.update(stmt.own_lines)
     table.update(whole)  # the one-line assignments, read by _skeleton
+    if straight:
+        statements = [stmt for stmt in statements if not hasattr(stmt, "own_lines")]
     text = _Text(lines, whole)
     pending = [statements]
     while pending:
