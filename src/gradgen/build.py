@@ -246,6 +246,10 @@ def keywords_text(request: Request) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in request.keywords)
 
 
+# (tuples: a union written in a function is made each time it runs)
+_FLOATS, _WRITTEN = (float, np.floating), (float, int, np.ndarray)
+
+
 def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
     if command:
         return f"# Regenerate: {command}"
@@ -257,7 +261,7 @@ def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
         if type(value) is float and math.isfinite(value):  # (the common case: no Expr)
             texts.append(repr(value).replace("e+", "e"))  # as literal() writes it
             continue
-        if not isinstance(value, float | int | np.ndarray) or (
+        if not isinstance(value, _WRITTEN) or (
                 isinstance(value, np.ndarray) and value.size > 6):
             texts = None
             break
@@ -496,7 +500,7 @@ def _conversions(leaves, wrt, joint, values, n_out) -> dict[int, str]:
     for j, k in enumerate(wrt):
         value = leaves[k].value
         g_value = shaped_value(values, joint.outputs[n_out + j])
-        if isinstance(value, float | np.floating) and type(g_value) is not float:
+        if isinstance(value, _FLOATS) and type(g_value) is not float:
             convert[n_out + j] = "float"
         elif isinstance(value, np.ndarray) and not isinstance(g_value, np.ndarray):
             convert[n_out + j] = "np.asarray"
@@ -611,7 +615,7 @@ def build_jacobian(fn, args, request: Request, gradient=None,
     convert = {}
     for i, r in enumerate(results):  # the types grad gives (see _conversions)
         value, result = leaves[wrt[i % len(wrt)]].value, shaped_value(trace.values, r)
-        if isinstance(value, float | np.floating) and r.aval.shape == () and type(
+        if isinstance(value, _FLOATS) and r.aval.shape == () and type(
                 result) is not float:
             convert[i] = "float"
         elif isinstance(value, np.ndarray) and not isinstance(result, np.ndarray):
