@@ -100,15 +100,16 @@ def _leaf_label(leaf: Leaf, names) -> str:
     return root + "".join(f"[{k!r}]" for k in leaf.path)
 
 
-def check_differentiable(fn, args, argnums, names=None) -> None:
-    """Every leaf of every argument in argnums must be a float or a float array."""
+def check_differentiable(fn, args, argnums, names=None) -> tuple[list[Leaf], list[TreeDef]]:
+    """Every leaf of every argument in argnums must be a float or a float array. Returns the
+    arguments' leaves and structures (``flatten_arguments``), for the trace."""
     names = names or parameter_names(fn, len(args))
     for i in argnums:
         if not -len(args) <= i < len(args):
             raise GradgenError(
                 f"argnums includes {i} but {getattr(fn, '__name__', 'f')} was called with "
                 f"{len(args)} argument{'s' if len(args) != 1 else ''}", function_loc(fn))
-    leaves, _ = flatten_arguments(args, names)
+    leaves, trees = flatten_arguments(args, names)
     wanted = {a % len(args) for a in argnums}
     for leaf in leaves:
         if leaf.arg not in wanted:
@@ -121,6 +122,7 @@ def check_differentiable(fn, args, argnums, names=None) -> None:
                 f"{_describe(leaf.value)}", function_loc(fn),
                 "gradgen differentiates floats and float arrays; pass e.g. 2.0 instead of 2, "
                 "or leave the argument out of argnums")
+    return leaves, trees
 
 
 def keeps_loops(request: Request) -> bool:
@@ -333,12 +335,13 @@ def build(fn, args, request: Request, command: str | None = None,
           annotate: bool = False) -> Built:
     """Trace ``fn`` at ``args``, differentiate, optimize and emit the module text."""
     names = parameter_names(fn, len(args))
+    flat = None
     if request.vjp:
         argnums = tuple(range(len(args)))
     else:
-        check_differentiable(fn, args, request.argnums, names)
+        flat = check_differentiable(fn, args, request.argnums, names)
         argnums = tuple(a % len(args) for a in request.argnums)
-    forward = trace_function(fn, args, names, loops=keeps_loops(request))
+    forward = trace_function(fn, args, names, loops=keeps_loops(request), flat=flat)
     if _hidden_in_loops(forward, request.intermediates):  # (that value is one trip's)
         forward = trace_function(fn, args, names, loops=False)
     leaves: list[Leaf] = forward.meta["leaves"]

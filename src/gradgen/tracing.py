@@ -272,16 +272,17 @@ def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
     return leaves, trees
 
 
-def trace_function(fn, args, arg_names=None, loops: bool = False) -> Graph:
+def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> Graph:
     """Trace ``fn(*args)``. Numeric arguments, and the numeric leaves of dict/list/tuple
     arguments, become graph inputs named after the parameters (``params["W1"]`` -> ``W1``);
     anything else is passed through as a static value. With ``loops``, the iterations of
-    each uniform Python loop come back as one loop region (gradgen.loops)."""
+    each uniform Python loop come back as one loop region (gradgen.loops). ``flat`` is
+    ``flatten_arguments(args, names)`` when the caller has it already."""
     names = arg_names or parameter_names(fn, len(args))
     code = getattr(unwrapped(fn), "__code__", None)
     if code is not None:
         refresh(code.co_filename)  # an edited file is read again, and its names with it
-    leaves, trees = flatten_arguments(args, names)
+    leaves, trees = flat or flatten_arguments(args, names)
     with Trace() as trace:
         trace.live = {}  # arrays the user's code drops are freed (see Trace.settle)
         traced = []
