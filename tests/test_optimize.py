@@ -502,6 +502,30 @@ def test_a_broadcast_seed_is_not_materialized_for_a_where():
     np.testing.assert_array_equal(grad, np.where(np.abs(r) < 1.0, r, np.sign(r)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_fused_sum_adds_a_broadcast_number_without_materializing_it(dtype):
+    """``grad_x = grad_out[1:5] + grad_sum_x``: NumPy broadcasts the sum's scalar term (the
+    adjoint of np.sum(x)) against the full-shape one, as a person writes it; no
+    ``np.broadcast_to``; the dtype stays the arrays'."""
+
+    def scatter(x):
+        out = np.zeros(6, dtype=x.dtype)
+        out[1:5] += x
+        out[0] = np.sum(x)
+        return np.sum(out**2)
+
+    def weak(x):
+        return np.sum(x * x) + 0.5 * np.sum(x)
+
+    x = np.array([0.5, -1.0, 2.0, 0.25], dtype=dtype)
+    for f, expected in ((scatter, 2 * x + 2 * np.sum(x)), (weak, 2 * x + 0.5)):
+        text = _grad_source(f, x)
+        assert "broadcast_to" not in text, text
+        grad = gradgen.grad(f)(x)
+        assert grad.dtype == dtype and grad.shape == x.shape
+        np.testing.assert_allclose(grad, expected.astype(dtype), rtol=1e-6)
+
+
 def rnn(W, U, b, xs):
     h = np.zeros(W.shape[0])
     total = 0.0
@@ -775,3 +799,43 @@ def test_a_built_function_keeps_no_pass_counts_and_shares_scalar_avals():
     assert len(scalar) > 20
     assert len({id(n.avals) for n in scalar}) == 1
     assert built.source.count("def ") == 2  # the other function is still written on demand
+
+
+def _element_writes(x, w):
+    h = np.zeros(4, dtype=x.dtype)
+    h[0] = x[0] * w
+    h[1] = np.sin(h[0]) + x[1]
+    h[2] = h[1] * h[0]
+    h[3] = h[2] + x[3] * w
+    return np.sum(h * h)
+
+
+def _same_row_twice(x, w):
+    h = x * 1.5
+    a = h[0] * w
+    b = np.sin(h[0])
+    h[1] = a + b
+    return np.sum(h**2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_reads_of_distinct_rows_are_added_into_the_adjoint_they_join(dtype):
+    """``grad_h[0] += v``, not ``g = np.zeros(4); g[0] = v; g + grad_h``: the rows a value's
+    reads picked are added into the one whole-array adjoint they join (nothing else reads it,
+    and each item gets one addition, so every float is the sum's). Two reads of one row keep
+    the buffer of zeros, where the order of the additions is the sum's own."""
+    x, w = np.array([0.3, -0.7, 1.1, 0.4], dtype=dtype), dtype(0.8)
+    source = _grad_source(_element_writes, x, w, argnums=(0, 1))
+    assert "+= " in source and source.count("np.zeros") == 2, source  # h and grad_x
+    for f in (_element_writes, _same_row_twice):
+        grad_x, grad_w = gradgen.grad(f, argnums=(0, 1))(x, w)
+        assert grad_x.dtype == dtype
+        x64, w64, eps = x.astype(np.float64), float(w), 1e-6
+        for i in range(4):
+            up, down = x64.copy(), x64.copy()
+            up[i] += eps
+            down[i] -= eps
+            numeric = (f(up, w64) - f(down, w64)) / (2 * eps)
+            assert abs(grad_x[i] - numeric) < (1e-7 if dtype == np.float64 else 1e-4)
+        numeric = (f(x64, w64 + eps) - f(x64, w64 - eps)) / (2 * eps)
+        assert abs(grad_w - numeric) < (1e-7 if dtype == np.float64 else 1e-4)
