@@ -839,7 +839,12 @@ class Module:
     def _emit_through(self, last: int) -> None:
         while len(self._emitted) <= last:
             spec = self.specs[len(self._emitted)]
-            self._emitted.append(emit_function(spec, self._constants, self.target))
+            emitted = emit_function(spec, self._constants, self.target)
+            # Kept for as long as the function lives (``text`` may be read any time): as one
+            # string, which _assemble indents as it does a list of lines, not a string object
+            # per line (~200 B per op of scalar code, beside the compiler's peak).
+            emitted.lines = ["\n".join(emitted.lines)] if emitted.lines else []
+            self._emitted.append(emitted)
             self._constants_after.append(len(self._constants.lines))
 
     def text(self) -> str:
