@@ -466,13 +466,15 @@ def _forget_backward_numbers(joint: Graph) -> None:
     """Drop the backward's Python numbers from the joint graph's values (the forward keeps
     its own): the emitted code computes them, the emitter asks a value only what kind of
     number or array it is, which a Python number's aval says, and ``concrete`` computes one
-    again, exactly, if someone asks (check does). On scalar code that is two entries per op
-    of a dict the built function keeps, and their floats. The dict is rebuilt in place (a
-    dict never shrinks on delete): the graphs that share it keep sharing it."""
+    again, exactly, from its inputs if someone asks (check does); a value with no inputs (the
+    seed) stays. On scalar code that is two entries per op of a dict the built function
+    keeps, and their floats. The dict is rebuilt in place (a dict never shrinks on delete):
+    the graphs that share it keep sharing it."""
     values = joint.meta["values"]
     outputs = {r.node for r in joint.outputs}
-    kept = {node: value for node, value in values.items()
-            if node.role != "bwd" or type(value) not in _NUMBERS or node in outputs}
+    kept = {node: value for node, value in values.items()  # (a seed has no inputs to redo)
+            if node.role != "bwd" or type(value) not in _NUMBERS or node in outputs
+            or not node.inputs}
     if len(kept) < len(values):
         values.clear()
         values.update(kept)
