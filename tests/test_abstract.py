@@ -132,10 +132,15 @@ def test_a_scalar_derivative_that_does_not_exist_is_reported_while_building():
         gradgen.emit(f, 0.0)
 
 
-def test_a_build_forgets_the_backward_numbers_and_computes_them_again_when_asked():
-    """release_values (build.py): the joint graph's values keep no number of the backward
+def test_a_build_forgets_the_backward_numbers_and_computes_them_again_when_asked(
+        monkeypatch):
+    """release_values (build.py): a large joint graph's values keep no float of the backward
     but the seed and the gradients (the emitted code computes the rest); concrete computes a
     forgotten one again, equal to what the lazy trace had."""
+    import gradgen.build
+
+    monkeypatch.setattr(gradgen.build, "FORGET_NUMBERS_FROM", 0)  # this graph is small
+
     def f(x, y):
         a = math.sin(x) * y
         b = math.exp(a) + x * y
