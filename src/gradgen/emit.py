@@ -129,32 +129,35 @@ class _Survey:
 
     def __init__(self, graph: Graph):
         ops, origins, user_names = set(), set(), set()
-        renamed, again, several = set(), set(), set()
+        renamed, twice, several = set(), set(), set()
         avals, last_reader = {}, {}
+        add_op, add_name, reader_of = ops.add, user_names.add, last_reader.get
         origin = shared = None  # the last node's: nodes in a row mostly share theirs
         for node in graph.nodes:
             op = node.op
-            ops.add(op)
+            add_op(op)
             if node.origin is not origin:
                 origin = node.origin
                 origins.add(origin)
-            user_names.add(node.name)
+            add_name(node.name)
             if node.avals is not shared:  # (the nodes of scalar code share a few tuples)
                 shared = node.avals
                 avals[id(shared)] = shared
             for ref in node.inputs:
                 operand = ref.node
-                if operand in last_reader:  # read again: by this node, or by another
-                    again.add(operand)
-                    if last_reader[operand] is not node:
+                reader = reader_of(operand)
+                if reader is not None:  # read again: by this node (x * x), or by another
+                    if reader is node:
+                        twice.add(operand)
+                    else:
                         several.add(operand)
                 last_reader[operand] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
-        self.ops, self.origins, self.renamed, self.again = ops, origins, renamed, again
-        self.last_reader, self.several = last_reader, several
         user_names.discard(None)
-        self.user_names = user_names
+        self.ops, self.origins, self.user_names = ops, origins, user_names
+        self.renamed, self.last_reader, self.several = renamed, last_reader, several
+        self.again = several | twice if twice else several
         self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
 
 
