@@ -180,6 +180,7 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 def _pull_back(trace, node, g, needed, contributions, read) -> None:
     values = trace.values
     op = node.op
+    inputs = node.inputs
     # What the rules read: constants as their values, others as tracers, made once per value
     # in ``read`` (a forward value read by many rules, then as its own rule's ``ans``)
     if op.n_out == 1:
@@ -189,11 +190,11 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     else:
         ans = trace.tracer(node.out)
     ins = []
-    readers = 0  # inputs that get a contribution
-    for r in node.inputs:
+    wanted = []  # the inputs that get a contribution, by index
+    for k, r in enumerate(inputs):
         source = r.node
         if source in needed:
-            readers += 1
+            wanted.append(k)
         x = read.get(source)  # (a value of several outputs is never kept there: one per Ref)
         if x is None:
             if source.op.n_out != 1:
@@ -202,42 +203,60 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
                 x = read[source] = values[source] if source.op is _CONST else new_tracer(
                     trace, r, values[source])
         ins.append(x)
-    rules = op.vjp
     layout = _LAYOUTS.get(op)
-    variadic, order, deferred, origins = layout if layout is not None else _rule_layout(op)
-    if order:
-        order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
-    attrs = node.attrs
+    rules, plain, origins = layout if layout is not None else _rule_layout(op)
     site = trace.site
     site.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
-    trace.sole_adjoint = g.ref.node if readers == 1 and type(g) is Tracer else None
+    trace.sole_adjoint = g.ref.node if len(wanted) == 1 and type(g) is Tracer else None
     try:
-        for i in order or range(len(node.inputs)):
-            r = node.inputs[i]
-            if r.node not in needed:
-                continue
-            rule = rules[0] if variadic else rules[i]
-            if rule is None:
-                continue
-            k = 0 if variadic else i
-            if i in deferred:
-                c = _Deferred((node, k, r, rule, g, ans, ins))
-            else:
+        if plain and not node.attrs:  # (most nodes: a rule per input, called plainly)
+            serial = node.serial
+            for k in wanted:
+                rule = rules[k]
+                if rule is None:
+                    continue
                 site.origin = origins[k]  # (swap_loc's, for the one field that changes)
-                if attrs:
-                    c = rule(g, ans, *ins, **attrs)
-                elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
-                    c = rule(g, ans, ins[0], ins[1])
-                else:
-                    c = rule(g, ans, *ins)
-                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not r.node.avals[
-                        r.index]:  # (_fit's common case, inline: nothing to match)
+                c = rule(g, ans, *ins)
+                r = inputs[k]
+                if type(c) is not Tracer or c.ref.node.avals is not _FLOAT or (
+                        r.node.avals is not _FLOAT):  # (_fit's common case, inline: floats)
                     c = _fit(c, r)
-            contributions.setdefault(r, []).append((node.serial, c, node, k))
+                entries = contributions.get(r)
+                if entries is None:
+                    contributions[r] = [(serial, c, node, k)]
+                else:
+                    entries.append((serial, c, node, k))
+        else:
+            _pull_back_rules(node, g, ans, ins, wanted, contributions, site)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
     finally:
         trace.sole_adjoint = None
+
+
+def _pull_back_rules(node, g, ans, ins, wanted, contributions, site) -> None:
+    """``_pull_back``'s rule calls for a node whose rules are not one plain call per input:
+    attributes, one rule for all inputs (variadic), contributions that come first (a[i] = v
+    reads grad_a[i] for v before it zeroes it) or are built only when their input's adjoint
+    is combined."""
+    op = node.op
+    variadic, order, deferred = _SPECIAL_LAYOUTS[op]
+    rules, origins = op.vjp, _origins_of(op)
+    if order:
+        wanted = [k for k in (*order, *(k for k in wanted if k not in order)) if k in wanted]
+    attrs = node.attrs
+    for i in wanted:
+        r = node.inputs[i]
+        rule = rules[0] if variadic else rules[i]
+        if rule is None:
+            continue
+        k = 0 if variadic else i
+        if i in deferred:
+            c = _Deferred((node, k, r, rule, g, ans, ins))
+        else:
+            site.origin = origins[k]
+            c = _fit(rule(g, ans, *ins, **attrs), r)
+        contributions.setdefault(r, []).append((node.serial, c, node, k))
 
 
 _CONST = OPS["const"]
@@ -246,18 +265,17 @@ _OWN_RULES = {"input", "loop_out", "loop", "function_output"}
 _OP = operator.attrgetter("op")
 _UNKEYED = tuple(OPS[name] for name in sorted(UNIQUE))  # (list.count compares by identity)
 _LAYOUTS: dict = {}
+_SPECIAL_LAYOUTS: dict = {}
 
 
 def _rule_layout(op) -> tuple:
-    """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
-    (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
-    before it zeroes it), those built only when their input's adjoint is combined, and the
-    ``origin`` of each rule's nodes."""
-    layout = _LAYOUTS.get(op)
-    if layout is None:
-        extra = op.extra
-        layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
-                                 extra.get("deferred_vjp", ()), _origins_of(op))
+    """How ``op``'s VJP rules are laid out, read once per op: (its rules, whether they are
+    plain, the ``origin`` of each rule's nodes). Plain: one rule per input, none of whose
+    contributions comes first or is deferred (``_pull_back_rules`` says what those are)."""
+    extra = op.extra
+    special = _SPECIAL_LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
+                                      extra.get("deferred_vjp", ()))
+    layout = _LAYOUTS[op] = (op.vjp, special == (False, (), ()), _origins_of(op))
     return layout
 
 
