@@ -448,16 +448,22 @@ def _own_statement(made: Node, loc, origin) -> bool:
     rule made it, and the graph has one node fewer per named value. Anything else (the seed,
     another value's adjoint, a forward value, a constant, a write into an array) keeps the
     rename: ``grad_a = grad_c``."""
+    if (made.role != "bwd" or made.name is not None or made.grad_of is not None
+            or made.hint is not None or made.origin is not origin
+            or made.loc is not loc and made.loc != loc):
+        return False
     op = made.op
-    return (made.role == "bwd" and made.name is None and made.grad_of is None
-            and made.hint is None and made.origin is origin
-            and (made.loc is loc or made.loc == loc) and op.name not in _NOT_NAMED
-            and op.n_out == 1 and not op.extra.get("statement") and not op.extra.get("region"))
+    nameable = _NAMEABLE.get(op)
+    if nameable is None:
+        nameable = _NAMEABLE[op] = (op.name not in _NOT_NAMED and op.n_out == 1 and not (
+            op.extra.get("statement") or op.extra.get("region")))
+    return nameable
 
 
 # Ops whose node never prints as ``name = expression``: what the emitter writes of them is a
 # literal, a loop's variable or a write into an array (a[i] = v), so the rename names them.
 _NOT_NAMED = UNIQUE | {"const", "loop_out", "loop", "function_output"}
+_NAMEABLE: dict = {}  # by op: none of the above, one output, not a statement or a region
 
 
 def _note_adjoint(made: Node, node: Node) -> None:

@@ -424,12 +424,9 @@ def bind(op, args, attrs) -> object:
                 if cancelled is not None:
                     return cancelled
         if lookup is not _NEVER:  # (Shared.find, its common case inline)
-            ask = attrs or lookup is _SAME_VALUE_IDENTITY
-            if lookup is _IDENTITY and not ask:
-                for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
-                    if ref.node.op.name in _CONST_OR_NEG:
-                        ask = True
-                        break
+            # an identity (x * 1, -(-x)) reads a constant or a negation
+            ask = attrs or lookup is _SAME_VALUE_IDENTITY or lookup is _IDENTITY and (
+                refs[0].node.op.name in _CONST_OR_NEG or refs[-1].node.op.name in _CONST_OR_NEG)
             if ask:
                 same, key = shared.find(op, refs, attrs, avals[0])
                 if same is not None:
