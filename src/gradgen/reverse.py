@@ -211,12 +211,19 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     try:
         if plain and not node.attrs:  # (most nodes: a rule per input, called plainly)
             serial = node.serial
+            n_in = len(ins)
             for k in wanted:
                 rule = rules[k]
                 if rule is None:
                     continue
                 site.origin = origins[k]  # (swap_loc's, for the one field that changes)
-                c = rule(g, ans, *ins)
+                # (a plain call where it can be: CPython's fast path for a Python function)
+                if n_in == 2:
+                    c = rule(g, ans, ins[0], ins[1])
+                elif n_in == 1:
+                    c = rule(g, ans, ins[0])
+                else:
+                    c = rule(g, ans, *ins)
                 r = inputs[k]
                 if type(c) is not Tracer or c.ref.node.avals is not _FLOAT or (
                         r.node.avals is not _FLOAT):  # (_fit's common case, inline: floats)

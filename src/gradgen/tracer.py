@@ -424,9 +424,10 @@ def bind(op, args, attrs) -> object:
                 if cancelled is not None:
                     return cancelled
         if lookup is not _NEVER:  # (Shared.find, its common case inline)
-            # an identity (x * 1, -(-x)) reads a constant or a negation
+            # an identity reads a constant (x * 1, x + 0.0) or is a negation's (-(-x))
             ask = attrs or lookup is _SAME_VALUE_IDENTITY or lookup is _IDENTITY and (
-                refs[0].node.op.name in _CONST_OR_NEG or refs[-1].node.op.name in _CONST_OR_NEG)
+                refs[-1].node.op.name == "const" or len(refs) == 2 and refs[0].node.op.name
+                == "const" or op.name == "neg" and refs[0].node.op.name == "neg")
             if ask:
                 same, key = shared.find(op, refs, attrs, avals[0])
                 if same is not None:
@@ -444,7 +445,7 @@ def bind(op, args, attrs) -> object:
     node.serial = next(_NEXT_SERIAL)
     node.op = op
     node.inputs = refs
-    node.attrs = attrs
+    node.attrs = attrs or _NO_ATTRS  # (an op called as cos(x) hands a {} of its own)
     node.avals = avals
     node.loc = loc
     node.name = None
@@ -489,6 +490,16 @@ def _number_operands(op, args):
     when none is traced; None when some operand is anything else (bind's general path).
     (No lifting, nothing pending, nothing to broadcast: bind computes the op at once, free
     for a number, and a derivative that does not exist there is reported where it is made.)"""
+    if len(args) == 2:  # (most: a traced number beside a literal, as in 1.0 - t * t)
+        a, b = args
+        if type(a) is Tracer and type(b) in _PY_AVALS and type(a._value) in _PY_AVALS:
+            trace = a._trace
+            return trace, (a._value, b), (a.ref, _const_ref(trace, op, b, args)), (
+                trace.constant and a.ref.node in trace.constant)
+        if type(b) is Tracer and type(a) in _PY_AVALS and type(b._value) in _PY_AVALS:
+            trace = b._trace
+            return trace, (a, b._value), (_const_ref(trace, op, a, args), b.ref), (
+                trace.constant and b.ref.node in trace.constant)
     trace = None
     values, refs = [], []
     for a in args:
