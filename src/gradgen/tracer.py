@@ -26,7 +26,6 @@ from .ir import (
 )
 from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import (
-    _CONST_OR_NEG,
     _IDENTITY,
     _NEVER,
     _SAME_VALUE,
@@ -424,10 +423,14 @@ def bind(op, args, attrs) -> object:
                 if cancelled is not None:
                     return cancelled
         if lookup is not _NEVER:  # (Shared.find, its common case inline)
-            # an identity reads a constant (x * 1, x + 0.0) or is a negation's (-(-x))
-            ask = attrs or lookup is _SAME_VALUE_IDENTITY or lookup is _IDENTITY and (
-                refs[-1].node.op.name == "const" or len(refs) == 2 and refs[0].node.op.name
-                == "const" or op.name == "neg" and refs[0].node.op.name == "neg")
+            # an identity reads a constant (x * 1, x + 0.0), or is -(-x)
+            if lookup is _IDENTITY:
+                ask = attrs or (refs[-1].node.op.name == "const"
+                                or refs[0].node.op.name == "const")
+            elif lookup is _NEGATION:
+                ask = attrs or refs[0].node.op.name == "neg"
+            else:
+                ask = attrs or lookup is _SAME_VALUE_IDENTITY
             if ask:
                 same, key = shared.find(op, refs, attrs, avals[0])
                 if same is not None:
@@ -467,11 +470,11 @@ def bind(op, args, attrs) -> object:
 # that computes it on Python numbers (a ``dual`` row's math function, without the test of
 # its operands' types that bind has made), whether reverse mode may cancel a pair of signs
 # in it, and how a backward node of it is looked up among the graph's (peephole.Shared):
-# never, by its key, by its key unless it reads a constant or a negation (then as an
-# identity too: x * 1, -(-x)), always through Shared.find; or, for an op of several
-# outputs, as bind's general path records it.
+# never, by its key, by its key unless it reads a constant (then as an identity too: x * 1)
+# or, for a negation, unless it negates a negation (-(-x)), always through Shared.find; or,
+# for an op of several outputs, as bind's general path records it.
 _ROWS: dict = {}
-_SEVERAL, _SAME_VALUE_IDENTITY = "several", "same value"
+_SEVERAL, _SAME_VALUE_IDENTITY, _NEGATION = "several", "same value", "negation"
 
 
 def _row(op) -> tuple:
@@ -480,6 +483,8 @@ def _row(op) -> tuple:
         kind = _SEVERAL
     elif kind is _IDENTITY and op.name in _SAME_VALUE:
         kind = _SAME_VALUE_IDENTITY
+    elif kind is _IDENTITY and op.name == "neg":
+        kind = _NEGATION
     row = _ROWS[op] = (getattr(op.impl, "numbers", op.impl), op.name in _SIGNED, kind)
     return row
 
