@@ -62,7 +62,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     out_refs = [graph.outputs[i] for i in outputs]
     wrt_nodes = [graph.inputs[i] for i in wrt]
     active = active_nodes(graph, wrt_nodes)
-    needed = needed_nodes(graph, active, out_refs)
+    # What reverse mode asks of ``needed`` is whether an input of a needed node is needed,
+    # the same question as whether it is active; and a node that is active but not needed
+    # gets no contribution, so it is passed by as one without a cotangent. Only a loop's or a
+    # Function's own rules need the set itself.
+    needed = active if _OWN_RULE_OPS.isdisjoint(map(_OP, graph.nodes)) else needed_nodes(
+        graph, active, out_refs)
     done: set[Node] = set()
     adjoints: dict[Node, Ref] = {}
 
@@ -269,6 +274,7 @@ def _pull_back_rules(node, g, ans, ins, wanted, contributions, site) -> None:
 _CONST = OPS["const"]
 # The nodes whose adjoints _pull_back_all hands on by their own rules, not by _pull_back
 _OWN_RULES = {"input", "loop_out", "loop", "function_output"}
+_OWN_RULE_OPS = {OPS[name] for name in _OWN_RULES - {"input"}}
 _OP = operator.attrgetter("op")
 _UNKEYED = tuple(OPS[name] for name in sorted(UNIQUE))  # (list.count compares by identity)
 _LAYOUTS: dict = {}
