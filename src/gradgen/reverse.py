@@ -17,7 +17,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import NO_DUPLICATES, UNIQUE, Shared
-from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
+from .tracer import _NO_ATTRS, Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -204,9 +204,11 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
         if x is None:
             if source.op.n_out != 1:
                 x = trace.tracer(r)
-            else:
-                x = read[source] = values[source] if source.op is _CONST else new_tracer(
-                    trace, r, values[source])
+            elif source.op is _CONST:
+                x = read[source] = values[source]
+            else:  # new_tracer(trace, r, values[source]) written out
+                x = read[source] = _new_tracer(Tracer)
+                x._trace, x.ref, x._value = trace, r, values[source]
         ins.append(x)
     layout = _LAYOUTS.get(op)
     rules, plain, origins = layout if layout is not None else _rule_layout(op)
@@ -436,8 +438,8 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     trace = g._trace
     value = g._value
     if type(value) is float and aval.py is float and loc is not None:
-        node = new_node(adjoint, (ref,), {}, PY_NUMBER_AVALS[float], loc, name, trace.role,
-                        origin)
+        node = new_node(adjoint, (ref,), _NO_ATTRS, PY_NUMBER_AVALS[float], loc, name,
+                        trace.role, origin)
         trace.nodes.append(node)
         trace.values[node] = value
         g = _new_tracer(Tracer)  # new_tracer(trace, node.out, value) written out
