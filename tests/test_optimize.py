@@ -502,6 +502,30 @@ def test_a_broadcast_seed_is_not_materialized_for_a_where():
     np.testing.assert_array_equal(grad, np.where(np.abs(r) < 1.0, r, np.sign(r)))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_fused_sum_adds_a_broadcast_number_without_materializing_it(dtype):
+    """``grad_x = grad_out[1:5] + grad_sum_x``: NumPy broadcasts the sum's scalar term (the
+    adjoint of np.sum(x)) against the full-shape one, as a person writes it; no
+    ``np.broadcast_to``; the dtype stays the arrays'."""
+
+    def scatter(x):
+        out = np.zeros(6, dtype=x.dtype)
+        out[1:5] += x
+        out[0] = np.sum(x)
+        return np.sum(out**2)
+
+    def weak(x):
+        return np.sum(x * x) + 0.5 * np.sum(x)
+
+    x = np.array([0.5, -1.0, 2.0, 0.25], dtype=dtype)
+    for f, expected in ((scatter, 2 * x + 2 * np.sum(x)), (weak, 2 * x + 0.5)):
+        text = _grad_source(f, x)
+        assert "broadcast_to" not in text, text
+        grad = gradgen.grad(f)(x)
+        assert grad.dtype == dtype and grad.shape == x.shape
+        np.testing.assert_allclose(grad, expected.astype(dtype), rtol=1e-6)
+
+
 def rnn(W, U, b, xs):
     h = np.zeros(W.shape[0])
     total = 0.0

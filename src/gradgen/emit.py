@@ -15,7 +15,7 @@ from .abstract import made_as_view, shaped_value
 from .dialects import CONCRETE_CLASS, CONCRETE_HELPER, SCOPES
 from .ir import Graph, Node
 from .loops.emit import RegionWriter
-from .naming import Held, Namer, base_name, index_writes
+from .naming import Held, Namer, base_name, index_writes, unversioned
 from .ops import OPS
 from .ops.core import _nested, literal
 from .ops.index import SCATTER_HELPER, index_text
@@ -91,6 +91,17 @@ class ModuleConstants:
             self.by_key[key] = name
             self.lines.append(layout.statement(f"{name} = {text()}", 0))
         return name
+
+
+def _holds_it(rename: Node, names: dict[Node, str], returned: bool) -> bool:
+    """Is the value an ``adjoint`` node renames already under its name, or under one of its
+    versions? A rename is an alias, no copy: ``grad_h_2 = grad_h_3`` after ``grad_h_3[3] =
+    0.0`` (h_2's adjoint is left in h_3's array, as the forward writes one ``h``) would only
+    say the version again. A returned gradient keeps its own name (``return grad_x``)."""
+    held_as = names.get(rename.inputs[0].node)
+    return held_as == rename.name or (
+        held_as is not None and rename.name is not None and not returned
+        and unversioned(held_as) == unversioned(rename.name))
 
 
 def _comment_for_group(loc) -> str:
@@ -276,9 +287,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 code_parts.extend(lines)
                 exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
                 continue
-            if op == "adjoint" and names.get(node.inputs[0].node) == node.name:
-                names[node] = node.name  # a buffer already built under the adjoint's name
-                exprs[node] = args[0]
+            if op == "adjoint" and _holds_it(node, names, node in outputs):
+                names[node] = names[node.inputs[0].node]  # a buffer already built under
+                exprs[node] = args[0]  # the adjoint's name, or one of its versions
                 continue
             if op == "guard":
                 written = _condition_as_written(node) or args[0].text

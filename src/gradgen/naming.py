@@ -323,7 +323,7 @@ def _stack_name(node: Node, held: Held) -> str | None:
         name = held_name(ref.node, held, 1)
         if name is None:
             return None
-        stem = _unversioned(name)
+        stem = unversioned(name)
         if base is None:
             base = stem
         elif stem != base:
@@ -333,7 +333,7 @@ def _stack_name(node: Node, held: Held) -> str | None:
     return f"{base}_stack" if base.endswith("s") else f"{base}s"
 
 
-def _unversioned(name: str) -> str:
+def unversioned(name: str) -> str:
     """h_row_2 -> h_row, h_row_2_arg -> h_row_arg: the name without its version numbers."""
     parts = name.split("_")
     if not any(map(str.isdigit, parts)):

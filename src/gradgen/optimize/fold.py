@@ -47,15 +47,23 @@ def _unbroadcast(node: Node) -> Node | None:
                 and value.inputs[0].aval.dtype == value.aval.dtype:
             return node.with_inputs((node.inputs[0], value.inputs[0], *node.inputs[2:]))
         return None
-    if not node.op.elementwise or len(node.inputs) < 2:
+    if not (node.op.elementwise or node.op.name == "add_n") or len(node.inputs) < 2:
         return None
     ins = list(node.inputs)
     for i, ref in enumerate(ins):
         if ref.node.op.name == "broadcast_to" and not names_adjoint(ref.node) and any(
-                other.aval.shape == node.aval.shape for k, other in enumerate(ins) if k != i):
+                other.aval.shape == node.aval.shape for k, other in enumerate(ins) if k != i
+        ) and _keeps_dtype(ref.node.inputs[0].aval, node.aval):
             ins[i] = ref.node.inputs[0]
             return node.with_inputs(ins)
     return None
+
+
+def _keeps_dtype(value, result) -> bool:
+    """Does NumPy give ``result``'s dtype when ``value`` takes its broadcast's place? A NumPy
+    number has the broadcast's dtype; a Python float is weak (``0.5 + x32`` stays float32)
+    where its broadcast, a float64 array, is not, so it may go only from a float64 result."""
+    return value.py is None or result.dtype == np.float64
 
 
 def _collapsed_view(node: Node) -> Node | None:
