@@ -4,7 +4,6 @@ and one walk over the nodes and their inputs says so for every pass."""
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 from ..ir import PY_NUMBER_AVALS, Graph, Node
@@ -21,7 +20,6 @@ SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
 WEIGHTY = {"const", "broadcast_to"}  # what a rewrite of more than -(-x) needs among them
 _SCAN = "optimize.scan"  # graph.meta key
 _FLOAT_AVALS = PY_NUMBER_AVALS[float]
-_OP = operator.attrgetter("op")
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,12 +52,14 @@ def scan(graph: Graph) -> Scan:
     plain: list[tuple] = []  # cse keys of the nodes without attributes (most of them)
     keyed: list[tuple] = []
     foldable: set[Node] | None = set()
+    names: list[str] = []
     nested_sums: list[Node] = []
     # no cse keys where reverse proved there is no duplicate among these very nodes
     proven = graph.meta.get(NO_DUPLICATES)
     keys_wanted = proven is None or proven != nodes
     for node in nodes:
         name = node.op.name
+        names.append(name)
         ins = node.inputs
         if keys_wanted and name not in UNIQUE:
             if node.attrs:
@@ -77,8 +77,9 @@ def scan(graph: Graph) -> Scan:
             nested_sums.append(node)
         if foldable is None:
             continue
-        if node.avals is not _FLOAT_AVALS:
-            for aval in node.avals:
+        avals = node.avals
+        if avals is not _FLOAT_AVALS:
+            for aval in avals:
                 if aval.shape:
                     foldable = None
                     break
@@ -95,9 +96,7 @@ def scan(graph: Graph) -> Scan:
         elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
             foldable.add(node)
     duplicates = keys_wanted and (len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed))
-    # the op names: those of the few distinct ops, gathered in C
-    names = {op.name for op in set(map(_OP, nodes))}
-    found = Scan(list(nodes), names, duplicates, foldable, nested_sums)
+    found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
     graph.meta[_SCAN] = found
     return found
 
