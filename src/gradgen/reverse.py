@@ -154,7 +154,9 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
                                 if isinstance(g, Tracer))
                 pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
-        g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
+        # (a plain tuple is equal to the Ref(node, 0) each contribution is keyed by, and
+        # hashes alike: no Ref to make)
+        g = _combine(contributions.pop((node, 0), None), node)
         if g is not None:  # (each contribution is recorded at node's line: _pull_back)
             if type(g) is Tracer:
                 adjoints[node] = g.ref
