@@ -145,6 +145,28 @@ def _joint(fn, args, wrt):
     return reverse(trace_function(fn, args), wrt)
 
 
+def _unread_branch(x, y):
+    u = math.sin(x) * y  # depends on both inputs; the output never reads it
+    v = u * u + x
+    return x * math.cos(y), v
+
+
+def test_reverse_makes_nothing_for_an_active_value_the_output_does_not_read():
+    """A value computed from the inputs that no path to the output reads (u, v above) gets
+    no adjoint and no backward node reads it: reverse passes it by (it is active, never
+    needed), and the gradient is the output's alone."""
+    forward = trace_function(_unread_branch, (0.7, 1.3))
+    joint = reverse(forward, [0, 1], outputs=(0,))
+    u, v = forward.find("u"), forward.find("v")
+    unread = {u, u.inputs[0].node, v, v.inputs[0].node}  # u, sin(x), v, u * u
+    backward = joint.nodes[len(forward.nodes):]
+    assert backward
+    assert not any(r.node in unread for node in backward for r in node.inputs)
+    assert not unread & set(joint.meta["adjoints"])
+    values = joint.meta["values"]
+    assert [values[r.node] for r in joint.outputs[1:]] == [math.cos(1.3), -0.7 * math.sin(1.3)]
+
+
 @pytest.mark.parametrize("run_pass", PASSES, ids=lambda p: p.__name__)
 @pytest.mark.parametrize("fn, args, wrt", CORPUS, ids=IDS)
 def test_each_pass_alone_keeps_graph_valid_and_gradient_identical(fn, args, wrt, run_pass):
@@ -799,3 +821,43 @@ def test_a_built_function_keeps_no_pass_counts_and_shares_scalar_avals():
     assert len(scalar) > 20
     assert len({id(n.avals) for n in scalar}) == 1
     assert built.source.count("def ") == 2  # the other function is still written on demand
+
+
+def _element_writes(x, w):
+    h = np.zeros(4, dtype=x.dtype)
+    h[0] = x[0] * w
+    h[1] = np.sin(h[0]) + x[1]
+    h[2] = h[1] * h[0]
+    h[3] = h[2] + x[3] * w
+    return np.sum(h * h)
+
+
+def _same_row_twice(x, w):
+    h = x * 1.5
+    a = h[0] * w
+    b = np.sin(h[0])
+    h[1] = a + b
+    return np.sum(h**2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_reads_of_distinct_rows_are_added_into_the_adjoint_they_join(dtype):
+    """``grad_h[0] += v``, not ``g = np.zeros(4); g[0] = v; g + grad_h``: the rows a value's
+    reads picked are added into the one whole-array adjoint they join (nothing else reads it,
+    and each item gets one addition, so every float is the sum's). Two reads of one row keep
+    the buffer of zeros, where the order of the additions is the sum's own."""
+    x, w = np.array([0.3, -0.7, 1.1, 0.4], dtype=dtype), dtype(0.8)
+    source = _grad_source(_element_writes, x, w, argnums=(0, 1))
+    assert "+= " in source and source.count("np.zeros") == 2, source  # h and grad_x
+    for f in (_element_writes, _same_row_twice):
+        grad_x, grad_w = gradgen.grad(f, argnums=(0, 1))(x, w)
+        assert grad_x.dtype == dtype
+        x64, w64, eps = x.astype(np.float64), float(w), 1e-6
+        for i in range(4):
+            up, down = x64.copy(), x64.copy()
+            up[i] += eps
+            down[i] -= eps
+            numeric = (f(up, w64) - f(down, w64)) / (2 * eps)
+            assert abs(grad_x[i] - numeric) < (1e-7 if dtype == np.float64 else 1e-4)
+        numeric = (f(x64, w64 + eps) - f(x64, w64 - eps)) / (2 * eps)
+        assert abs(grad_w - numeric) < (1e-7 if dtype == np.float64 else 1e-4)

@@ -76,7 +76,9 @@ def slice_updates(graph: Graph) -> tuple[Graph, bool]:
         if node not in buffered:
             rw.keep(new)
             continue
-        added = _buffer_updates(node, new, uses)
+        into = _whole_term_to_add_into(node, uses)
+        added = (_buffer_updates(node, new, uses) if into is None
+                 else _updates_into(node, new, into))
         # the buffer carries the adjoint's name from its first statement on: grad_x = zeros
         name = new.name or (adjoint_names.get(node) if uses[node] == 1 else None)
         for extra in added:
@@ -125,6 +127,39 @@ def _buffer_updates(node: Node, new: Node, uses) -> list[Node]:
         rows = rows | {row} if rows is not None and row is not None else None
     if run:
         total_so_far()
+    return added
+
+
+def _whole_term_to_add_into(node: Node, uses) -> int | None:
+    """The position of the sum's one whole-array term, when the slice terms can be added into
+    it in place of a buffer of zeros: ``grad_h[0] += v`` instead of ``g = zeros; g[0] = v;
+    g + grad_h``. Only an array the function computed that nothing else reads, and only
+    slices of distinct single rows: each item then gets at most one addition, ``w + v``,
+    equal to the sum's ``v + w`` bit for bit (the order of a sum of two is never a question;
+    an item no slice writes keeps ``w`` where the sum made ``0.0 + w``, the same number)."""
+    whole = [i for i, ref in enumerate(node.inputs) if not _is_slice_term(ref, node, uses)]
+    if len(whole) != 1:
+        return None
+    term = node.inputs[whole[0]].node
+    if (term.is_view or names_adjoint(term) or term.op.n_out != 1 or uses[term] != 1
+            or term.op.name in ("input", "const", "seed", "adjoint")):
+        return None
+    rows = [_row(ref.node) for i, ref in enumerate(node.inputs) if i != whole[0]]
+    if None in rows or len(set(rows)) != len(rows):
+        return None
+    return whole[0]
+
+
+def _updates_into(node: Node, new: Node, into: int) -> list[Node]:
+    """The slice terms of ``node``'s sum added into its whole-array term, in order."""
+    added: list[Node] = []
+    acc = new.inputs[into]
+    for i, ref in enumerate(new.inputs):
+        if i != into:
+            scatter = ref.node
+            added.append(_node(OPS["index_add"], [acc, scatter.inputs[0]],
+                               {"index": scatter.attrs["index"]}, node))
+            acc = added[-1].out
     return added
 
 
