@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import resource
 import statistics
 import sys
 import time
@@ -44,18 +45,34 @@ POINT = workload.POINT
 CLOCK = time.process_time  # --wall: time.perf_counter
 
 
-def first_call(f) -> tuple[float, dict[str, float]]:
-    """Seconds of one fresh ``gradgen.grad`` call, and its stages."""
+def first_call(f) -> tuple[float, dict[str, float], dict[str, float | None]]:
+    """Seconds of one fresh ``gradgen.grad`` call, its stages, and its memory (``faults``,
+    ``peak`` growth in KB, None where an older peak hides it)."""
     gc.collect()
+    rss_before, before = current_rss_kb(), resource.getrusage(resource.RUSAGE_SELF)
     with stages.StageTimer(clock=CLOCK) as timer:
         start = CLOCK()
         df = gradgen.grad(f, argnums=ARGNUMS)
         df(*POINT)
         total = CLOCK() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
     # Dropped once the clock has stopped: freeing the function and everything its build keeps
     # is not part of a first call (a user keeps df), and was counted as "first run".
     del df
-    return total, timer.split(total)
+    peak = None  # ru_maxrss is in KB on Linux
+    if rss_before is not None and after.ru_maxrss > before.ru_maxrss:
+        peak = after.ru_maxrss - rss_before
+    memory = {"faults": after.ru_minflt - before.ru_minflt, "peak": peak}
+    return total, timer.split(total), memory
+
+
+def current_rss_kb() -> int | None:
+    """The process's resident set now, in KB (Linux), or None."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize() // 1024
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 @contextlib.contextmanager
@@ -85,15 +102,20 @@ def profile_sizes(sizes: list[int], rounds: int) -> None:
     print("First call of gradgen.grad(f, argnums=(0, 1, 2)) on unrolled scalar `math` code; "
           f"µs per op, medians over fresh files ({'wall' if CLOCK is time.perf_counter else 'CPU'}"
           " time)")
-    header = ["ops", "rounds", "first call", "per op", *stages.STAGE_NAMES, "observer"]
+    header = ["ops", "rounds", "first call", "per op", *stages.STAGE_NAMES, "observer",
+              "faults", "peak KB"]
     print(" | ".join(f"{h:>15}" if i > 1 else h for i, h in enumerate(header)))
     for n in sizes:
         runs = max(1, rounds if n <= 10_000 else 1)
         totals, split_by, observer = [], {s: [] for s in stages.STAGE_NAMES}, []
+        faults, peaks = [], []
         for _ in range(runs):
             module = fresh.load("unrolled", n)
-            total, split = first_call(module.f)
+            total, split, memory = first_call(module.f)
             totals.append(total)
+            faults.append(memory["faults"])
+            if memory["peak"] is not None:
+                peaks.append(memory["peak"])
             for stage in stages.STAGE_NAMES:
                 split_by[stage].append(split[stage])
             with_observer = trace_seconds(module.f)
@@ -104,6 +126,8 @@ def profile_sizes(sizes: list[int], rounds: int) -> None:
         cells = [f"{n:,}", f"{runs}", f"{total * 1e3:.1f} ms", f"{total / n * 1e6:.0f} µs"]
         cells += [f"{statistics.median(split_by[s]) / n * 1e6:.1f}" for s in stages.STAGE_NAMES]
         cells.append(f"{statistics.median(observer) / n * 1e6:.1f}")
+        cells.append(f"{statistics.median(faults) / n:.2f}")
+        cells.append(f"{statistics.median(peaks) / n:.2f}" if peaks else "-")
         print(" | ".join(f"{c:>15}" if i > 1 else c for i, c in enumerate(cells)), flush=True)
     fresh.dir.cleanup()
 

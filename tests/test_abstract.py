@@ -132,6 +132,39 @@ def test_a_scalar_derivative_that_does_not_exist_is_reported_while_building():
         gradgen.emit(f, 0.0)
 
 
+def test_a_build_forgets_the_backward_numbers_and_computes_them_again_when_asked(
+        monkeypatch):
+    """release_values (build.py): a large joint graph's values keep no float of the backward
+    but the seed and the gradients (the emitted code computes the rest); concrete computes a
+    forgotten one again, equal to what the lazy trace had."""
+    import gradgen.build
+
+    monkeypatch.setattr(gradgen.build, "FORGET_NUMBERS_FROM", 0)  # this graph is small
+
+    def f(x, y):
+        a = math.sin(x) * y
+        b = math.exp(a) + x * y
+        return a * b
+
+    built = build(f, (0.7, 1.3), Request(argnums=(0, 1), as_tuple=True))
+    values = built.joint.meta["values"]
+    gradients = {r.node for r in built.joint.outputs[1:]}
+    backward = [n for n in built.joint.nodes if n.role == "bwd"]
+    assert len(backward) > 4
+    for node in backward:
+        assert (node in values) == (node in gradients or not node.inputs), node
+    forgotten = [n for n in backward if n not in values]
+    recomputed = {n: concrete(values, n.out) for n in forgotten}
+    again = build(f, (0.7, 1.3), Request(argnums=(0, 1), as_tuple=True))
+    assert all(type(v) is float for v in recomputed.values())
+    assert [concrete(values, r) for r in built.joint.outputs] == pytest.approx(
+        [concrete(again.joint.meta["values"], r) for r in again.joint.outputs])
+    grad = gradgen.grad(f, argnums=(0, 1))(0.7, 1.3)
+    assert [concrete(values, r) for r in built.joint.outputs[1:]] == pytest.approx(list(grad))
+    forgotten_value = recomputed[forgotten[-1]]
+    assert values[forgotten[-1]] == forgotten_value  # kept once computed, as a Pending is
+
+
 def test_a_build_releases_the_forward_arrays_and_keeps_numbers_inputs_and_outputs():
     """release_values (build.py): a built function keeps no traced intermediate array (each
     is Pending again); the inputs, the constants, the output and every number (a Python

@@ -466,6 +466,68 @@ def test_arithmetic_chains_are_laid_out_as_ruff_formats_them(tmp_path):
     long = [s for s in statements if not layout.fits(s, 1)]
     fast = [s for s in long if layout.parenthesized_assignment(*s.split(" = ", 1), 1)]
     assert len(fast) > 100 and len(long) - len(fast) > 100  # both paths are exercised
+    term_per_line = [s for s in fast
+                     if layout.parenthesized_assignment(*s.split(" = ", 1), 1).count("\n") > 2]
+    assert len(term_per_line) > 10  # and values too long for one line in parentheses
+    out = ["def f():"] + ["    " + part for s in statements
+                          for part in layout.statement(s, 1).split("\n")]
+    mine = tmp_path / "mine.py"
+    mine.write_text("\n".join(out) + "\n")
+    result = _ruff("format", "--check", "--diff", cwd=tmp_path, target="mine.py")
+    assert result.returncode == 0, result.stdout[:5000]
+
+
+def _chains_ending_in_a_bracket(count: int, seed: int) -> list[str]:
+    """Long assignments whose one + or - leaves a call or a group at the end (the backward
+    of tanh: ``grad_a * c + grad_b * (1.0 - t * t)``), some with brackets before it too."""
+    rng = random.Random(seed)
+
+    def name():
+        return rng.choice(["grad_t", "t", "sqrt_t", "tanh_t"]) + str(rng.randint(1, 99999))
+
+    def factor():
+        r = rng.random()
+        if r < 0.6:
+            return name()
+        if r < 0.75:
+            return rng.choice(["2.0", "0.5", "3"])
+        if r < 0.9:
+            return f"{rng.choice(['math.cos', 'math.sin', 'np.sum'])}({name()})"
+        return f"({name()} - {name()})"
+
+    def product(n):
+        return " * ".join(factor() for _ in range(n))
+
+    out = []
+    for _ in range(count):
+        target = rng.choice(["grad_t", "grad_x_head"]) + str(rng.randint(1, 99999))
+        last = rng.choice([f"(1.0 - {name()} * {name()})", f"math.cos({name()})",
+                           f"np.exp({product(rng.randint(1, 4))})",
+                           f"({product(rng.randint(2, 6))} - {name()})"])
+        value = f"{product(rng.randint(1, 5))} {rng.choice('+-')} {product(rng.randint(0, 3))}"
+        value = f"{value} * {last}" if not value.endswith(" ") else f"{value}{last}"
+        out.append(ast.unparse(ast.parse(f"{target} = {value}")))
+    return out
+
+
+@needs_ruff
+def test_chains_ending_in_a_bracket_are_laid_out_as_ruff_formats_them(tmp_path):
+    # parenthesized_assignment breaks the last bracket when the line up to it fits (ruff
+    # omits the optional parentheses), and declines where ruff breaks an earlier bracket.
+    raw = tmp_path / "raw.py"
+    chains = _chains_ending_in_a_bracket(800, 20261124)
+    raw.write_text("def f():\n" + "".join(f"    {s}\n" for s in chains))
+    subprocess.run([RUFF, "format", "--isolated", "--no-cache", "-q", "--line-length", "320",
+                    str(raw)], check=True)
+    text = raw.read_text()
+    lines = text.splitlines()
+    statements = [lines[s.lineno - 1][4:] for s in ast.parse(text).body[0].body
+                  if s.end_lineno == s.lineno]
+    long = [s for s in statements if not layout.fits(s, 1)]
+    fast = [layout.parenthesized_assignment(*s.split(" = ", 1), 1) for s in long]
+    split_last = [s for s in fast if s and not s.endswith("(\n    ") and s.split("\n")[0][-1:]
+                  == "(" and not s.split("\n")[0].endswith(" = (")]
+    assert len(split_last) > 150 and fast.count(None) > 50, (len(split_last), fast.count(None))
     out = ["def f():"] + ["    " + part for s in statements
                           for part in layout.statement(s, 1).split("\n")]
     mine = tmp_path / "mine.py"

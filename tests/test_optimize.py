@@ -145,6 +145,28 @@ def _joint(fn, args, wrt):
     return reverse(trace_function(fn, args), wrt)
 
 
+def _unread_branch(x, y):
+    u = math.sin(x) * y  # depends on both inputs; the output never reads it
+    v = u * u + x
+    return x * math.cos(y), v
+
+
+def test_reverse_makes_nothing_for_an_active_value_the_output_does_not_read():
+    """A value computed from the inputs that no path to the output reads (u, v above) gets
+    no adjoint and no backward node reads it: reverse passes it by (it is active, never
+    needed), and the gradient is the output's alone."""
+    forward = trace_function(_unread_branch, (0.7, 1.3))
+    joint = reverse(forward, [0, 1], outputs=(0,))
+    u, v = forward.find("u"), forward.find("v")
+    unread = {u, u.inputs[0].node, v, v.inputs[0].node}  # u, sin(x), v, u * u
+    backward = joint.nodes[len(forward.nodes):]
+    assert backward
+    assert not any(r.node in unread for node in backward for r in node.inputs)
+    assert not unread & set(joint.meta["adjoints"])
+    values = joint.meta["values"]
+    assert [values[r.node] for r in joint.outputs[1:]] == [math.cos(1.3), -0.7 * math.sin(1.3)]
+
+
 @pytest.mark.parametrize("run_pass", PASSES, ids=lambda p: p.__name__)
 @pytest.mark.parametrize("fn, args, wrt", CORPUS, ids=IDS)
 def test_each_pass_alone_keeps_graph_valid_and_gradient_identical(fn, args, wrt, run_pass):

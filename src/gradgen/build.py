@@ -474,6 +474,31 @@ def release_values(forward: Graph, joint: Graph) -> None:
             elif node.op.n_out > 1 and isinstance(value, tuple) and any(
                     isinstance(v, np.ndarray) for v in value):
                 values[node] = Pending.of(value, node.op.n_out)
+    _forget_backward_numbers(joint)
+
+
+# The size from which the backward's numbers are forgotten (values of the joint graph): the
+# pass costs ~2k instructions per op (0.7% of a first call), worth it where the dict is large.
+FORGET_NUMBERS_FROM = 10_000
+
+
+def _forget_backward_numbers(joint: Graph) -> None:
+    """Drop the backward's floats from a large joint graph's values (the forward keeps its
+    own): the emitted code computes them, the emitter asks a value only what kind of number
+    or array it is, which a float's aval says, and ``concrete`` computes one again, exactly,
+    from its inputs if someone asks (check does); a value with no inputs (the seed) and the
+    gradients stay. On scalar code that is two entries per op of a dict the built function
+    keeps, and their floats (~130 B per op). The dict is rebuilt in place (a dict never
+    shrinks on delete): the graphs that share it keep sharing it."""
+    values = joint.meta["values"]
+    if len(values) < FORGET_NUMBERS_FROM:
+        return
+    kept = {node: value for node, value in values.items()
+            if node.role != "bwd" or type(value) is not float or not node.inputs}
+    kept.update((r.node, values[r.node]) for r in joint.outputs if r.node in values)
+    if len(kept) < len(values):
+        values.clear()
+        values.update(kept)
 
 
 def forget_build_state(*graphs: Graph) -> None:

@@ -140,32 +140,35 @@ class _Survey:
 
     def __init__(self, graph: Graph):
         ops, origins, user_names = set(), set(), set()
-        renamed, again, several = set(), set(), set()
+        renamed, twice, several = set(), set(), set()
         avals, last_reader = {}, {}
+        add_op, add_name, reader_of = ops.add, user_names.add, last_reader.get
         origin = shared = None  # the last node's: nodes in a row mostly share theirs
         for node in graph.nodes:
             op = node.op
-            ops.add(op)
+            add_op(op)
             if node.origin is not origin:
                 origin = node.origin
                 origins.add(origin)
-            user_names.add(node.name)
+            add_name(node.name)
             if node.avals is not shared:  # (the nodes of scalar code share a few tuples)
                 shared = node.avals
                 avals[id(shared)] = shared
             for ref in node.inputs:
                 operand = ref.node
-                if operand in last_reader:  # read again: by this node, or by another
-                    again.add(operand)
-                    if last_reader[operand] is not node:
+                reader = reader_of(operand)
+                if reader is not None:  # read again: by this node (x * x), or by another
+                    if reader is node:
+                        twice.add(operand)
+                    else:
                         several.add(operand)
                 last_reader[operand] = node
             if op.name == "adjoint":
                 renamed.add(node.inputs[0].node)
-        self.ops, self.origins, self.renamed, self.again = ops, origins, renamed, again
-        self.last_reader, self.several = last_reader, several
         user_names.discard(None)
-        self.user_names = user_names
+        self.ops, self.origins, self.user_names = ops, origins, user_names
+        self.renamed, self.last_reader, self.several = renamed, last_reader, several
+        self.again = several | twice if twice else several
         self.avals = list(itertools.chain.from_iterable(avals.values()))  # distinct, mostly
 
 
@@ -186,8 +189,9 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     # them (nearly every node is not: an op printed as an expression).
     leaf_ops = {op for op in ops if op.name in ("input", "const", "loop_out")}
     write_ops = {op for op in ops if op.extra.get("statement")}
-    special_ops = leaf_ops | write_ops | {op for op in ops if op.name in ("adjoint", "guard")
-                                          or op.extra.get("region")}
+    special_ops = leaf_ops | write_ops | {
+        op for op in ops if op.name in ("adjoint", "guard", "seed", "add_n")
+        or op.extra.get("region")}
     has_writes = bool(write_ops)
     # A value whose only reader is an adjoint (a pure rename) is inlined however large it is.
     renamed = survey.renamed
@@ -242,13 +246,18 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     print_expr = scope.expr
     rows_as_written = scope.rows_as_written  # NumPy: each row's printer, called directly
     applied = ()  # (per node only when rules are annotated)
+    # a statement however short: a value read more than once, or returned
+    forced = again | outputs
+    # what a few statements do besides being written (each only when the function has it)
+    extras = annotate or banners or check_finite
+    emit_line = body.append
     for position, node in enumerate(graph.nodes):
         if in_place:
             buffers.see(node, position)
         row = node.op
-        op = row.name
         special = row in special_ops
         if special and row in leaf_ops:
+            op = row.name
             if op == "input":
                 exprs[node] = Expr(names[node])
             elif op == "const":
@@ -278,20 +287,29 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             size += inlined.pop(operand)
             if notes and operand in notes:
                 note += notes.pop(operand)
-        write = special and row in write_ops  # a[i] = v: printed as an assignment
-        if special and not write:
-            if row.extra.get("region"):
+        # a[i] = v is printed as an assignment; it and the seed are statements however short
+        write = stated = seed = False
+        if special:
+            op = row.name
+            if row in write_ops:
+                write = stated = True
+            elif op == "seed":
+                seed = stated = True
+            elif op == "add_n":
+                if node.attrs.get("uses"):  # the lines whose parts a fused sum gathers
+                    note = note + tuple(node.attrs["uses"])
+            elif row.extra.get("region"):
                 lines, loop_guards = regions.write(node, args, position)
                 body.extend(lines)
                 guards.extend(loop_guards)
                 code_parts.extend(lines)
                 exprs[node] = Expr("")  # read only by its loop_out nodes and its reverse
                 continue
-            if op == "adjoint" and _holds_it(node, names, node in outputs):
+            elif op == "adjoint" and _holds_it(node, names, node in outputs):
                 names[node] = names[node.inputs[0].node]  # a buffer already built under
                 exprs[node] = args[0]  # the adjoint's name, or one of its versions
                 continue
-            if op == "guard":
+            elif op == "guard":
                 written = _condition_as_written(node) or args[0].text
                 cond = scope.truth(args[0], node, written)
                 expect = node.attrs["expect"]
@@ -306,8 +324,6 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 continue
         expr = (_NOTHING if write else row.printer(node, args) if rows_as_written
                 else print_expr(node, args))
-        if op == "add_n" and node.attrs.get("uses"):
-            note = note + tuple(node.attrs["uses"])
         if annotate:
             applied = ()
             for ref in node.inputs:
@@ -319,12 +335,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 origin += origins.get(ref.node, ())
             origins[node] = origin + (
                 (node.origin[0],) if node.origin and hasattr(node.origin[0], "banner") else ())
-        is_statement = (node.name is not None or node in again or node not in last_reader
-                        or op == "seed" or write
-                        or node in outputs or in_place and buffers.reads_buffer(node)
-                        or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
-                        and node not in renamed)
-        if not is_statement:
+        if not (node.name is not None or node in forced or node not in last_reader or stated
+                or in_place and buffers.reads_buffer(node)
+                or (size > INLINE_LIMIT or len(expr.text) > INLINE_WIDTH)
+                and node not in renamed):  # inlined into its one reader
             update = temps.update(node, args, names, exprs, renamed) if temps is not None else None
             if update is not None:  # g *= a: the value is left in a dead temporary's array
                 lines, expr = update
@@ -369,33 +383,34 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
             statement = f"{name} = {expr.text}"
         names[node] = name
         exprs[node] = new_expr(name)
-        if check_finite and node.role == "bwd" and op != "seed":
-            finite.step(node, name, body, code_parts)
+        if extras:
+            if check_finite and node.role == "bwd" and not seed:
+                finite.step(node, name, body, code_parts)
+            if annotate and applied:
+                statement += "  # " + "; ".join(dict.fromkeys(applied))
+            if banners:
+                origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
+                if origin_op is not None:
+                    body.append(f"# {origin_op.banner}")  # a user Function's backward starts
+                    banner = origin_op
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
-        if annotate and applied:
-            statement += "  # " + "; ".join(dict.fromkeys(applied))
-        if banners:
-            origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
-            if origin_op is not None:
-                body.append(f"# {origin_op.banner}")  # a user Function's backward starts here
-                banner = origin_op
         loc = node.loc
         if node.role == "bwd":
-            if op == "seed":
+            if seed:
                 target = spec.output_name
                 statement += f"  # seed: d{target}/d{target}"
             elif note:  # the fused sum names the lines it gathers from; no group header
                 # the fused sum's own name says whose adjoint it is (grad_shifted), unless
                 # the sum was inlined into this statement or the name is a fallback (tmp)
-                own = node.name or (node.grad_of is not None and op == "add_n"
+                own = node.name or (node.grad_of is not None and row.name == "add_n"
                                     and node not in held.fallbacks)
                 # (the value's own name: grad_x_1, a second derivative, gathers x's uses)
                 target = ((names.get(node.grad_of) if node.grad_of is not None else None)
                           or name.removeprefix("grad_")) if own else "this value"
-                body.append(_fused_note(target, note))
+                emit_line(_fused_note(target, note))
             elif loc is not None and loc is not group_loc and (  # (a line's ops share its
                     group_loc is None or loc.line != group_loc.line or loc != group_loc):
-                body.append(_comment_for_group(loc))  # loc; another line's is told apart by
+                emit_line(_comment_for_group(loc))  # loc; another line's is told apart by
                 group_loc = loc  # its number before SourceLoc's __eq__, a call in Python)
         elif loc is not None:  # file:line, spelled once per source line (SourceLoc)
             if loc is not tail_loc:  # the statements of one line follow each other
@@ -406,7 +421,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if prelude:  # a copy, a view bound
             body.extend(layout.lay_out(line, depth) for line in prelude.split("\n"))
         if len(statement) <= width and statement.isascii():
-            body.append(statement)  # it fits: nearly every statement
+            emit_line(statement)  # it fits: nearly every statement
         else:  # wrapped as ruff format would; a long fused sum without parsing it
             body.append(expr.prec == PREC_ADD and statement == f"{name} = {expr.text}"
                         and layout.sum_assignment(name, expr.text, depth)
@@ -850,7 +865,12 @@ class Module:
     def _emit_through(self, last: int) -> None:
         while len(self._emitted) <= last:
             spec = self.specs[len(self._emitted)]
-            self._emitted.append(emit_function(spec, self._constants, self.target))
+            emitted = emit_function(spec, self._constants, self.target)
+            # Kept for as long as the function lives (``text`` may be read any time): as one
+            # string, which _assemble indents as it does a list of lines, not a string object
+            # per line (~200 B per op of scalar code, beside the compiler's peak).
+            emitted.lines = ["\n".join(emitted.lines)] if emitted.lines else []
+            self._emitted.append(emitted)
             self._constants_after.append(len(self._constants.lines))
 
     def text(self) -> str:

@@ -792,14 +792,15 @@ _PRIORITY = {"+": 3, "-": 3, "*": 2, "/": 2, "//": 2, "%": 2, "@": 2, "**": 1}
 def parenthesized_assignment(target: str, value: str, indent: int = 0,
                              width: int = WIDTH) -> str | None:
     """``target = a * b / c - d ...`` that does not fit, laid out as :func:`statement` (and
-    ruff format) lays it out, without parsing: the value on one line of its own inside
-    parentheses, where the value is an arithmetic chain that ruff cannot split any other
-    way: two or more operators of its loosest kind, or one whose operands at both ends hold
-    no bracket (ruff splits a leading or trailing call or group instead, so those go to
-    :func:`statement`). None for anything else: a line that fits, a comment, a string, a
-    comparison, a value too long for its own line."""
+    ruff format) lays it out, without parsing, where the value is an arithmetic chain that
+    ruff cannot split any other way (two or more operators of its loosest kind, or one whose
+    operands at both ends hold no bracket): the value on one line of its own inside
+    parentheses, or, too long for that, one term per line, each of the loosest operators
+    leading its term. A chain whose one loosest operator leaves a call or a group at the
+    end: see :func:`_last_bracket_split`. None for anything else (a line that fits, a
+    comment, a string, a comparison, a group at the start, a term too long for its line)."""
     line = f"{target} = {value}"
-    if fits(line, indent, "", width) or (indent + 1) * INDENT + len(value) > width:
+    if fits(line, indent, "", width):
         return None
     if not line.isascii() or not target.isidentifier() or any(c in value for c in "#'\"\\"):
         return None
@@ -811,8 +812,56 @@ def parenthesized_assignment(target: str, value: str, indent: int = 0,
     loosest = max(map(_PRIORITY.__getitem__, operators))
     if sum(_PRIORITY[o] == loosest for o in operators) == 1 and any(
             c in operands[0] or c in operands[-1] for c in "([{"):
-        return None  # ruff may break inside the bracket at an end instead
+        # ruff may break inside the bracket at an end instead
+        return _last_bracket_split(target, value, operands, operators[-1], indent, width)
+    if (indent + 1) * INDENT + len(value) <= width:
+        return f"{target} = (\n    {value}\n)"
+    if loosest == _PRIORITY["**"]:
+        return None
+    # too long for one line: a term per line, each of the loosest operators leading its term
+    terms, start = [], 0
+    for match, operator in zip(found, operators, strict=True):
+        if _PRIORITY[operator] == loosest:
+            terms.append(value[start:match.start()])
+            start = match.start() + 1
+    terms.append(value[start:])
+    if (indent + 1) * INDENT + max(map(len, terms)) > width:
+        return None  # a term breaks inside itself
+    return f"{target} = (\n    " + "\n    ".join(terms) + "\n)"
+
+
+# The last operand of a chain, when it ends in a call of one argument or a group: the name
+# called (if any), then the bracket's content
+_LAST_BRACKET = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)?\((.+)\)")
+
+
+def _last_bracket_split(target: str, value: str, operands: list[str], operator: str,
+                        indent: int, width: int) -> str | None:
+    """``target = a * b - c * (d - e)`` whose one loosest operator leaves a group or a call
+    of one argument at the end (and nothing bracketed at the start): ruff omits the optional
+    parentheses and breaks that last bracket when the line up to it fits (``target = a * b
+    - c * (`` / ``    d - e`` / ``)``); when it does not, and nothing before that bracket
+    is bracketed either, the value goes on a line of its own in parentheses. None where ruff
+    breaks anything else (statement() lays those out)."""
+    first, last = operands
+    match = _LAST_BRACKET.fullmatch(last)
+    if (match is None or operator == "**" or any(c in first for c in "([{")
+            or _outside_brackets(_BRACKET, match.group(2)) is None
+            or any(m.group() == "," for m in _outside_brackets(_COMMA, match.group(2)))):
+        return None  # (a subscript, a power, a group at the start, several arguments)
+    head = value[:len(value) - len(match.group(2)) - 1]  # up to the last bracket, opened
+    inner = match.group(2)
+    if indent * INDENT + len(target) + 3 + len(head) <= width:
+        if (indent + 1) * INDENT + len(inner) > width:
+            return None
+        return f"{target} = {head}\n    {inner}\n)"
+    if (indent + 1) * INDENT + len(value) > width or any(c in head for c in "([{"):
+        return None  # (ruff breaks an earlier bracket of the line then)
     return f"{target} = (\n    {value}\n)"
+
+
+_BRACKET = re.compile(r"[()\[\]{}]")
+_COMMA = re.compile(r"[()\[\]{}]|,")
 
 
 def _compiled(source: str) -> tuple:

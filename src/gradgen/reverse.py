@@ -17,7 +17,7 @@ from .ops import OPS
 from .ops.arrays import broadcast_to, sum_to
 from .ops.core import MAX_FUSED_TERMS, _seed_value, add_n, adjoint, cast
 from .peephole import NO_DUPLICATES, UNIQUE, Shared
-from .tracer import Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
+from .tracer import _NO_ATTRS, Trace, Tracer, _new_tracer, at_loc, new_tracer, swap_loc
 
 
 def active_nodes(graph: Graph, wrt: Sequence[Node]) -> set[Node]:
@@ -62,7 +62,12 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     out_refs = [graph.outputs[i] for i in outputs]
     wrt_nodes = [graph.inputs[i] for i in wrt]
     active = active_nodes(graph, wrt_nodes)
-    needed = needed_nodes(graph, active, out_refs)
+    # What reverse mode asks of ``needed`` is whether an input of a needed node is needed,
+    # the same question as whether it is active; and a node that is active but not needed
+    # gets no contribution, so it is passed by as one without a cotangent. Only a loop's or a
+    # Function's own rules need the set itself.
+    needed = active if _OWN_RULE_OPS.isdisjoint(map(_OP, graph.nodes)) else needed_nodes(
+        graph, active, out_refs)
     done: set[Node] = set()
     adjoints: dict[Node, Ref] = {}
 
@@ -149,7 +154,9 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
                                 if isinstance(g, Tracer))
                 pull_back_function(trace, siblings, gs, needed, contributions)
                 continue
-        g = _combine(contributions.pop(_new_ref(Ref, (node, 0)), None), node)
+        # (a plain tuple is equal to the Ref(node, 0) each contribution is keyed by, and
+        # hashes alike: no Ref to make)
+        g = _combine(contributions.pop((node, 0), None), node)
         if g is not None:  # (each contribution is recorded at node's line: _pull_back)
             if type(g) is Tracer:
                 adjoints[node] = g.ref
@@ -180,6 +187,7 @@ def _make_seed(trace: Trace, out_ref: Ref) -> Tracer:
 def _pull_back(trace, node, g, needed, contributions, read) -> None:
     values = trace.values
     op = node.op
+    inputs = node.inputs
     # What the rules read: constants as their values, others as tracers, made once per value
     # in ``read`` (a forward value read by many rules, then as its own rule's ``ans``)
     if op.n_out == 1:
@@ -189,75 +197,102 @@ def _pull_back(trace, node, g, needed, contributions, read) -> None:
     else:
         ans = trace.tracer(node.out)
     ins = []
-    readers = 0  # inputs that get a contribution
-    for r in node.inputs:
+    wanted = []  # the inputs that get a contribution, by index
+    for k, r in enumerate(inputs):
         source = r.node
         if source in needed:
-            readers += 1
+            wanted.append(k)
         x = read.get(source)  # (a value of several outputs is never kept there: one per Ref)
         if x is None:
             if source.op.n_out != 1:
                 x = trace.tracer(r)
-            else:
-                x = read[source] = values[source] if source.op is _CONST else new_tracer(
-                    trace, r, values[source])
+            elif source.op is _CONST:
+                x = read[source] = values[source]
+            else:  # new_tracer(trace, r, values[source]) written out
+                x = read[source] = _new_tracer(Tracer)
+                x._trace, x.ref, x._value = trace, r, values[source]
         ins.append(x)
-    rules = op.vjp
     layout = _LAYOUTS.get(op)
-    variadic, order, deferred, origins = layout if layout is not None else _rule_layout(op)
-    if order:
-        order = (*order, *(k for k in range(len(node.inputs)) if k not in order))
-    attrs = node.attrs
+    rules, plain, origins = layout if layout is not None else _rule_layout(op)
     site = trace.site
     site.loc = node.loc  # each contribution is recorded at node's line (reverse restores it)
-    trace.sole_adjoint = g.ref.node if readers == 1 and type(g) is Tracer else None
+    trace.sole_adjoint = g.ref.node if len(wanted) == 1 and type(g) is Tracer else None
     try:
-        for i in order or range(len(node.inputs)):
-            r = node.inputs[i]
-            if r.node not in needed:
-                continue
-            rule = rules[0] if variadic else rules[i]
-            if rule is None:
-                continue
-            k = 0 if variadic else i
-            if i in deferred:
-                c = _Deferred((node, k, r, rule, g, ans, ins))
-            else:
+        if plain and not node.attrs:  # (most nodes: a rule per input, called plainly)
+            serial = node.serial
+            n_in = len(ins)
+            for k in wanted:
+                rule = rules[k]
+                if rule is None:
+                    continue
                 site.origin = origins[k]  # (swap_loc's, for the one field that changes)
-                if attrs:
-                    c = rule(g, ans, *ins, **attrs)
-                elif len(ins) == 2:  # (a plain call: CPython's fast path for a Python function)
+                # (a plain call where it can be: CPython's fast path for a Python function)
+                if n_in == 2:
                     c = rule(g, ans, ins[0], ins[1])
+                elif n_in == 1:
+                    c = rule(g, ans, ins[0])
                 else:
                     c = rule(g, ans, *ins)
-                if type(c) is not Tracer or c.ref.node.avals[c.ref.index] is not r.node.avals[
-                        r.index]:  # (_fit's common case, inline: nothing to match)
+                r = inputs[k]
+                if type(c) is not Tracer or c.ref.node.avals is not _FLOAT or (
+                        r.node.avals is not _FLOAT):  # (_fit's common case, inline: floats)
                     c = _fit(c, r)
-            contributions.setdefault(r, []).append((node.serial, c, node, k))
+                entries = contributions.get(r)
+                if entries is None:
+                    contributions[r] = [(serial, c, node, k)]
+                else:
+                    entries.append((serial, c, node, k))
+        else:
+            _pull_back_rules(node, g, ans, ins, wanted, contributions, site)
     except (ArithmeticError, ValueError) as e:  # a scalar evaluated at the traced values
         raise not_finite(node, e) from e
     finally:
         trace.sole_adjoint = None
 
 
+def _pull_back_rules(node, g, ans, ins, wanted, contributions, site) -> None:
+    """``_pull_back``'s rule calls for a node whose rules are not one plain call per input:
+    attributes, one rule for all inputs (variadic), contributions that come first (a[i] = v
+    reads grad_a[i] for v before it zeroes it) or are built only when their input's adjoint
+    is combined."""
+    op = node.op
+    variadic, order, deferred = _SPECIAL_LAYOUTS[op]
+    rules, origins = op.vjp, _origins_of(op)
+    if order:
+        wanted = [k for k in (*order, *(k for k in wanted if k not in order)) if k in wanted]
+    attrs = node.attrs
+    for i in wanted:
+        r = node.inputs[i]
+        rule = rules[0] if variadic else rules[i]
+        if rule is None:
+            continue
+        k = 0 if variadic else i
+        if i in deferred:
+            c = _Deferred((node, k, r, rule, g, ans, ins))
+        else:
+            site.origin = origins[k]
+            c = _fit(rule(g, ans, *ins, **attrs), r)
+        contributions.setdefault(r, []).append((node.serial, c, node, k))
+
+
 _CONST = OPS["const"]
 # The nodes whose adjoints _pull_back_all hands on by their own rules, not by _pull_back
 _OWN_RULES = {"input", "loop_out", "loop", "function_output"}
+_OWN_RULE_OPS = {OPS[name] for name in _OWN_RULES - {"input"}}
 _OP = operator.attrgetter("op")
 _UNKEYED = tuple(OPS[name] for name in sorted(UNIQUE))  # (list.count compares by identity)
 _LAYOUTS: dict = {}
+_SPECIAL_LAYOUTS: dict = {}
 
 
 def _rule_layout(op) -> tuple:
-    """How ``op``'s VJP rules are laid out, read once per op: one rule for all inputs
-    (variadic), the inputs whose contributions come first (a[i] = v reads grad_a[i] for v
-    before it zeroes it), those built only when their input's adjoint is combined, and the
-    ``origin`` of each rule's nodes."""
-    layout = _LAYOUTS.get(op)
-    if layout is None:
-        extra = op.extra
-        layout = _LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
-                                 extra.get("deferred_vjp", ()), _origins_of(op))
+    """How ``op``'s VJP rules are laid out, read once per op: (its rules, whether they are
+    plain, the ``origin`` of each rule's nodes). Plain: one rule per input, none of whose
+    contributions comes first or is deferred (``_pull_back_rules`` says what those are)."""
+    extra = op.extra
+    special = _SPECIAL_LAYOUTS[op] = (extra.get("variadic", False), extra.get("vjp_order", ()),
+                                      extra.get("deferred_vjp", ()))
+    layout = _LAYOUTS[op] = (op.vjp, special == (False, (), ()), _origins_of(op))
     return layout
 
 
@@ -352,7 +387,10 @@ def _combine(entries, node: Node):
             _note_adjoint(made, node)  # what it holds names it (naming.py)
             return first
         # named grad_<name>, it keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
-        origin = rule_origin(user.op, index) if user.role != "bwd" else None
+        origin = None
+        if user.role != "bwd":  # (rule_origin, its common case inline: the user's origins)
+            origins = _ORIGINS.get(user.op)
+            origin = origins[index] if origins is not None else rule_origin(user.op, index)
         loc = made.loc if user.op.name == "function_output" else user.loc
         if _own_statement(made, loc, origin):
             made.name = f"grad_{node.name}"  # the rule's own node: no rename to add
@@ -405,8 +443,8 @@ def _named(g: Tracer, name: str, loc, origin) -> Tracer:
     trace = g._trace
     value = g._value
     if type(value) is float and aval.py is float and loc is not None:
-        node = new_node(adjoint, (ref,), {}, PY_NUMBER_AVALS[float], loc, name, trace.role,
-                        origin)
+        node = new_node(adjoint, (ref,), _NO_ATTRS, PY_NUMBER_AVALS[float], loc, name,
+                        trace.role, origin)
         trace.nodes.append(node)
         trace.values[node] = value
         g = _new_tracer(Tracer)  # new_tracer(trace, node.out, value) written out
@@ -430,16 +468,22 @@ def _own_statement(made: Node, loc, origin) -> bool:
     rule made it, and the graph has one node fewer per named value. Anything else (the seed,
     another value's adjoint, a forward value, a constant, a write into an array) keeps the
     rename: ``grad_a = grad_c``."""
+    if (made.role != "bwd" or made.name is not None or made.grad_of is not None
+            or made.hint is not None or made.origin is not origin
+            or made.loc is not loc and made.loc != loc):
+        return False
     op = made.op
-    return (made.role == "bwd" and made.name is None and made.grad_of is None
-            and made.hint is None and made.origin is origin
-            and (made.loc is loc or made.loc == loc) and op.name not in _NOT_NAMED
-            and op.n_out == 1 and not op.extra.get("statement") and not op.extra.get("region"))
+    nameable = _NAMEABLE.get(op)
+    if nameable is None:
+        nameable = _NAMEABLE[op] = (op.name not in _NOT_NAMED and op.n_out == 1 and not (
+            op.extra.get("statement") or op.extra.get("region")))
+    return nameable
 
 
 # Ops whose node never prints as ``name = expression``: what the emitter writes of them is a
 # literal, a loop's variable or a write into an array (a[i] = v), so the rename names them.
 _NOT_NAMED = UNIQUE | {"const", "loop_out", "loop", "function_output"}
+_NAMEABLE: dict = {}  # by op: none of the above, one output, not a statement or a region
 
 
 def _note_adjoint(made: Node, node: Node) -> None:

@@ -26,7 +26,6 @@ from .ir import (
 )
 from .ops.registry import BOUND, FOREIGN, OPS, set_bind
 from .peephole import (
-    _CONST_OR_NEG,
     _IDENTITY,
     _NEVER,
     _SAME_VALUE,
@@ -424,12 +423,14 @@ def bind(op, args, attrs) -> object:
                 if cancelled is not None:
                     return cancelled
         if lookup is not _NEVER:  # (Shared.find, its common case inline)
-            ask = attrs or lookup is _SAME_VALUE_IDENTITY
-            if lookup is _IDENTITY and not ask:
-                for ref in refs:  # an identity (x * 1, -(-x)) reads a constant or a negation
-                    if ref.node.op.name in _CONST_OR_NEG:
-                        ask = True
-                        break
+            # an identity reads a constant (x * 1, x + 0.0), or is -(-x)
+            if lookup is _IDENTITY:
+                ask = attrs or (refs[-1].node.op.name == "const"
+                                or refs[0].node.op.name == "const")
+            elif lookup is _NEGATION:
+                ask = attrs or refs[0].node.op.name == "neg"
+            else:
+                ask = attrs or lookup is _SAME_VALUE_IDENTITY
             if ask:
                 same, key = shared.find(op, refs, attrs, avals[0])
                 if same is not None:
@@ -447,7 +448,7 @@ def bind(op, args, attrs) -> object:
     node.serial = next(_NEXT_SERIAL)
     node.op = op
     node.inputs = refs
-    node.attrs = attrs
+    node.attrs = attrs or _NO_ATTRS  # (an op called as cos(x) hands a {} of its own)
     node.avals = avals
     node.loc = loc
     node.name = None
@@ -469,11 +470,11 @@ def bind(op, args, attrs) -> object:
 # that computes it on Python numbers (a ``dual`` row's math function, without the test of
 # its operands' types that bind has made), whether reverse mode may cancel a pair of signs
 # in it, and how a backward node of it is looked up among the graph's (peephole.Shared):
-# never, by its key, by its key unless it reads a constant or a negation (then as an
-# identity too: x * 1, -(-x)), always through Shared.find; or, for an op of several
-# outputs, as bind's general path records it.
+# never, by its key, by its key unless it reads a constant (then as an identity too: x * 1)
+# or, for a negation, unless it negates a negation (-(-x)), always through Shared.find; or,
+# for an op of several outputs, as bind's general path records it.
 _ROWS: dict = {}
-_SEVERAL, _SAME_VALUE_IDENTITY = "several", "same value"
+_SEVERAL, _SAME_VALUE_IDENTITY, _NEGATION = "several", "same value", "negation"
 
 
 def _row(op) -> tuple:
@@ -482,6 +483,8 @@ def _row(op) -> tuple:
         kind = _SEVERAL
     elif kind is _IDENTITY and op.name in _SAME_VALUE:
         kind = _SAME_VALUE_IDENTITY
+    elif kind is _IDENTITY and op.name == "neg":
+        kind = _NEGATION
     row = _ROWS[op] = (getattr(op.impl, "numbers", op.impl), op.name in _SIGNED, kind)
     return row
 
@@ -492,6 +495,16 @@ def _number_operands(op, args):
     when none is traced; None when some operand is anything else (bind's general path).
     (No lifting, nothing pending, nothing to broadcast: bind computes the op at once, free
     for a number, and a derivative that does not exist there is reported where it is made.)"""
+    if len(args) == 2:  # (most: a traced number beside a literal, as in 1.0 - t * t)
+        a, b = args
+        if type(a) is Tracer and type(b) in _PY_AVALS and type(a._value) in _PY_AVALS:
+            trace = a._trace
+            return trace, (a._value, b), (a.ref, _const_ref(trace, op, b, args)), (
+                trace.constant and a.ref.node in trace.constant)
+        if type(b) is Tracer and type(a) in _PY_AVALS and type(b._value) in _PY_AVALS:
+            trace = b._trace
+            return trace, (a, b._value), (_const_ref(trace, op, a, args), b.ref), (
+                trace.constant and b.ref.node in trace.constant)
     trace = None
     values, refs = [], []
     for a in args:
