@@ -57,6 +57,9 @@ class _Forward:
     saved_carries: dict[int, str] = field(default_factory=dict)
     saved: list[str | None] = field(default_factory=list)
     next_of: dict[int, int] = field(default_factory=dict)  # saved value -> carry it becomes
+    # carries whose list holds only what each trip made of them (the backward reads no
+    # trip's value before it): read at [t], not [t + 1], with no value before the first trip
+    after_only: set[int] = field(default_factory=set)
 
 
 def _affine(var: str, a: int, b: int) -> str:
@@ -529,7 +532,9 @@ class RegionWriter:
         after: list[str] = []
         if split is not None:  # lists for what the backward loop reads, named after it
             # A carry's list holds its value before the first trip and after each one, so
-            # the backward reads a trip's carry at [t] and what the trip made of it at [t + 1].
+            # the backward reads a trip's carry at [t] and what the trip made of it at [t + 1];
+            # when it reads only the latter, the list starts empty and it reads them at [t]
+            # (an index computed per trip and a value saved for nothing are gone).
             # (read from the outputs: the body may have been rewritten, its nodes are new)
             next_values = {graph.outputs[c].node: c for c in range(n_carry)}
             saved = [r.node for r in graph.outputs[n_carry:]]
@@ -539,8 +544,10 @@ class RegionWriter:
                     # a buffer written in place is saved as a copy of each trip's version
                     kept = f"{carries[c]}.copy()" if c in buffers else carries[c]
                     info.saved_carries[c] = self.namer.fresh(f"{carries[c]}_saved")
-                    lines.append(f"{info.saved_carries[c]} = [{kept}]")
+                    lines.append(f"{info.saved_carries[c]} = [{kept if read else ''}]")
                     after.append(f"{info.saved_carries[c]}.append({kept})")
+                    if not read:
+                        info.after_only.add(c)
             for r, value in enumerate(saved):
                 if value in next_values:
                     info.saved.append(None)
@@ -643,7 +650,9 @@ class RegionWriter:
             if kind == "adjoint":
                 names[b] = adjoints[plan.carries[i]]
             elif kind == "saved" and i in info.next_of:
-                names[b] = f"{info.saved_carries[info.next_of[i]]}[{next_at}]"
+                c = info.next_of[i]
+                at = saved_at if c in info.after_only else next_at
+                names[b] = f"{info.saved_carries[c]}[{at}]"
             elif kind == "saved":
                 names[b] = f"{info.saved[i]}[{saved_at}]"
             elif i >= n_in:
@@ -821,7 +830,9 @@ class RegionWriter:
         if operand.kind == "weight":
             return info.invariants[i - region.n_carry - region.n_slice]
         if source == "saved" and i in info.next_of:
-            return self._stacked(info.saved_carries[info.next_of[i]], "[1:]", lines)
+            c = info.next_of[i]
+            return self._stacked(info.saved_carries[c], "" if c in info.after_only else "[1:]",
+                                 lines)
         if source == "saved":
             return self._stacked(info.saved[i], "", lines)
         if source != "body" or region.kind(i) in ("invariant", "counter"):
