@@ -450,31 +450,40 @@ def _random_chains(count: int, seed: int) -> list[str]:
     return out
 
 
-@needs_ruff
-def test_arithmetic_chains_are_laid_out_as_ruff_formats_them(tmp_path):
-    # layout.parenthesized_assignment puts such a value on a line of its own in parentheses
-    # without parsing it; where it declines, statement() lays the value out in full.
-    # Either way the text is ruff's. (Canonical one-line forms first, as above.)
+def _one_line_forms(tmp_path, chains: list[str]) -> list[str]:
+    """The chains as ruff writes them on one line (its canonical spacing and parentheses)."""
     raw = tmp_path / "raw.py"
-    raw.write_text("def f():\n" + "".join(f"    {s}\n" for s in _random_chains(600, 20261124)))
+    raw.write_text("def f():\n" + "".join(f"    {s}\n" for s in chains))
     subprocess.run([RUFF, "format", "--isolated", "--no-cache", "-q", "--line-length", "320",
                     str(raw)], check=True)
     text = raw.read_text()
     lines = text.splitlines()
-    statements = [lines[s.lineno - 1][4:] for s in ast.parse(text).body[0].body
-                  if s.end_lineno == s.lineno]
-    long = [s for s in statements if not layout.fits(s, 1)]
-    fast = [s for s in long if layout.parenthesized_assignment(*s.split(" = ", 1), 1)]
-    assert len(fast) > 100 and len(long) - len(fast) > 100  # both paths are exercised
-    term_per_line = [s for s in fast
-                     if layout.parenthesized_assignment(*s.split(" = ", 1), 1).count("\n") > 2]
-    assert len(term_per_line) > 10  # and values too long for one line in parentheses
+    return [lines[s.lineno - 1][4:] for s in ast.parse(text).body[0].body
+            if s.end_lineno == s.lineno]
+
+
+def _assert_laid_out_as_ruff_does(tmp_path, statements: list[str]) -> None:
     out = ["def f():"] + ["    " + part for s in statements
                           for part in layout.statement(s, 1).split("\n")]
     mine = tmp_path / "mine.py"
     mine.write_text("\n".join(out) + "\n")
     result = _ruff("format", "--check", "--diff", cwd=tmp_path, target="mine.py")
     assert result.returncode == 0, result.stdout[:5000]
+
+
+@needs_ruff
+def test_arithmetic_chains_are_laid_out_as_ruff_formats_them(tmp_path):
+    # layout.parenthesized_assignment puts such a value on a line of its own in parentheses
+    # without parsing it; where it declines, statement() lays the value out in full.
+    # Either way the text is ruff's. (Canonical one-line forms first, as above.)
+    statements = _one_line_forms(tmp_path, _random_chains(600, 20261124))
+    long = [s for s in statements if not layout.fits(s, 1)]
+    fast = [s for s in long if layout.parenthesized_assignment(*s.split(" = ", 1), 1)]
+    assert len(fast) > 100 and len(long) - len(fast) > 100  # both paths are exercised
+    term_per_line = [s for s in fast
+                     if layout.parenthesized_assignment(*s.split(" = ", 1), 1).count("\n") > 2]
+    assert len(term_per_line) > 10  # and values too long for one line in parentheses
+    _assert_laid_out_as_ruff_does(tmp_path, statements)
 
 
 def _chains_ending_in_a_bracket(count: int, seed: int) -> list[str]:
@@ -514,26 +523,13 @@ def _chains_ending_in_a_bracket(count: int, seed: int) -> list[str]:
 def test_chains_ending_in_a_bracket_are_laid_out_as_ruff_formats_them(tmp_path):
     # parenthesized_assignment breaks the last bracket when the line up to it fits (ruff
     # omits the optional parentheses), and declines where ruff breaks an earlier bracket.
-    raw = tmp_path / "raw.py"
-    chains = _chains_ending_in_a_bracket(800, 20261124)
-    raw.write_text("def f():\n" + "".join(f"    {s}\n" for s in chains))
-    subprocess.run([RUFF, "format", "--isolated", "--no-cache", "-q", "--line-length", "320",
-                    str(raw)], check=True)
-    text = raw.read_text()
-    lines = text.splitlines()
-    statements = [lines[s.lineno - 1][4:] for s in ast.parse(text).body[0].body
-                  if s.end_lineno == s.lineno]
+    statements = _one_line_forms(tmp_path, _chains_ending_in_a_bracket(800, 20261124))
     long = [s for s in statements if not layout.fits(s, 1)]
     fast = [layout.parenthesized_assignment(*s.split(" = ", 1), 1) for s in long]
     split_last = [s for s in fast if s and not s.endswith("(\n    ") and s.split("\n")[0][-1:]
                   == "(" and not s.split("\n")[0].endswith(" = (")]
     assert len(split_last) > 150 and fast.count(None) > 50, (len(split_last), fast.count(None))
-    out = ["def f():"] + ["    " + part for s in statements
-                          for part in layout.statement(s, 1).split("\n")]
-    mine = tmp_path / "mine.py"
-    mine.write_text("\n".join(out) + "\n")
-    result = _ruff("format", "--check", "--diff", cwd=tmp_path, target="mine.py")
-    assert result.returncode == 0, result.stdout[:5000]
+    _assert_laid_out_as_ruff_does(tmp_path, statements)
 
 
 def test_layout_keeps_short_lines_and_wraps_headers():

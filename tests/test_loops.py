@@ -548,25 +548,17 @@ def test_hoisted_functions_of_a_buffers_rows_are_named_after_the_rows():
         _fd_check(buffer_rows, args, argnum)
 
 
-def pendulum_theta(theta0, omega0, dt, n):
-    theta, omega = theta0, omega0
-    for _ in range(n):
-        omega = omega - dt * math.sin(theta)
-        theta = theta + dt * omega
-    return theta
-
-
 def test_a_carry_read_only_after_each_trip_is_saved_from_the_first_trip_on():
     # The backward reads omega only as the trip made it (theta = theta + dt * omega): its list
     # starts empty and is read at [t], with no [t + 1] computed per trip; theta's, read as the
     # trip found it (math.cos(theta)), keeps the value before the first trip.
     args = (0.5, 0.1, 0.01, 200)
-    source = gradgen.emit(pendulum_theta, *args, argnums=(0, 1, 2))
+    source = gradgen.emit(pendulum, *args, argnums=(0, 1, 2))
     assert "omega_saved = []" in source and "omega_saved[t]" in source, source
     assert "[t + 1]" not in source and "theta_saved = [theta]" in source, source
-    rolled = run_emitted(source)["pendulum_theta_grad"](*args)
-    flat = gradgen.emit(pendulum_theta, *args, argnums=(0, 1, 2), loops="unroll")
-    unrolled = run_emitted(flat)["pendulum_theta_grad"](*args)
+    rolled = run_emitted(source)["pendulum_grad"](*args)
+    flat = gradgen.emit(pendulum, *args, argnums=(0, 1, 2), loops="unroll")
+    unrolled = run_emitted(flat)["pendulum_grad"](*args)
     np.testing.assert_allclose(rolled, unrolled, rtol=1e-12)
     for k in range(3):
-        assert rolled[k] == pytest.approx(float(numeric_grad(pendulum_theta, args, k)), rel=1e-6)
+        assert rolled[k] == pytest.approx(float(numeric_grad(pendulum, args, k)), rel=1e-6)
