@@ -188,18 +188,25 @@ def test_a_def_parsed_as_a_skeleton_gives_the_table_of_a_full_parse(text, monkey
     # statement texts and every other line must come out as a full parse gives them.
     lines = textwrap.dedent(text).splitlines(True)
     skeleton = linemap.parse_def(lines, 1)
+    expected = _assert_read_as_a_full_parse(skeleton, lines, monkeypatch)
+    if "#" not in text:
+        assert skeleton.whole_lines  # the skeleton was used
+    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a", "a = x")
+
+
+def _assert_read_as_a_full_parse(node, lines: list[str], monkeypatch) -> dict[int, LineInfo]:
+    """The def ``node`` read from ``lines`` gives the table, end line and block that the
+    parser gives for every line of it (no skeleton: each statement as written); that table."""
     table: dict[int, LineInfo] = {}
-    linemap.line_table_of([skeleton], lines, table)
-    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, set()))
+    linemap.line_table_of([node], lines, table)
+    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, {}))
     full = linemap.parse_def(lines, 1)
     expected: dict[int, LineInfo] = {}
     linemap.line_table_of([full], lines, expected)
     assert table == expected
-    assert (skeleton.end_lineno, linemap.block_end(lines, skeleton)) == (
+    assert (node.end_lineno, linemap.block_end(lines, node)) == (
         full.end_lineno, linemap.block_end(lines, full))
-    if "#" not in text:
-        assert skeleton.whole_lines  # the skeleton was used
-    assert expected[3].statement in ("b, c = a, a*a", "z = y * y", "return a", "a = x")
+    return expected
 
 
 @pytest.mark.parametrize("text", PLAIN_DEFS)
@@ -628,15 +635,7 @@ def test_a_straight_def_is_read_without_the_parser(text, straight, monkeypatch):
     monkeypatch.setattr(linemap.ast, "parse", lambda *a, **k: calls.append(1) or parse(*a, **k))
     node = linemap.parse_def(lines, 1)
     assert (not calls) is straight
-    table: dict[int, LineInfo] = {}
-    linemap.line_table_of([node], lines, table)
-    monkeypatch.setattr(linemap, "_skeleton", lambda ls, first: (ls, {}))
-    full = linemap.parse_def(lines, 1)
-    expected: dict[int, LineInfo] = {}
-    linemap.line_table_of([full], lines, expected)
-    assert table == expected
-    assert (node.end_lineno, linemap.block_end(lines, node)) == (
-        full.end_lineno, linemap.block_end(lines, full))
+    _assert_read_as_a_full_parse(node, lines, monkeypatch)
 
 
 @pytest.mark.parametrize("data", [
