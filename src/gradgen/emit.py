@@ -386,14 +386,14 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
         if extras:
             if check_finite and node.role == "bwd" and not seed:
                 finite.step(node, name, body, code_parts)
-            if annotate and applied:
-                statement += "  # " + "; ".join(dict.fromkeys(applied))
             if banners:
                 origin_op = next((o for o in origins.get(node, ()) if o is not banner), None)
                 if origin_op is not None:
                     body.append(f"# {origin_op.banner}")  # a user Function's backward starts
                     banner = origin_op
         code_parts.append(f"{prelude}\n{statement}" if prelude else expr.text or statement)
+        if annotate and applied:  # (a comment: not among the code parts imports are read from)
+            statement += "  # " + "; ".join(dict.fromkeys(applied))
         loc = node.loc
         if node.role == "bwd":
             if seed:

@@ -387,10 +387,7 @@ def _combine(entries, node: Node):
             _note_adjoint(made, node)  # what it holds names it (naming.py)
             return first
         # named grad_<name>, it keeps its rule (grad_a = grad_c comes from d(u + v)/du = 1)
-        origin = None
-        if user.role != "bwd":  # (rule_origin, its common case inline: the user's origins)
-            origins = _ORIGINS.get(user.op)
-            origin = origins[index] if origins is not None else rule_origin(user.op, index)
+        origin = rule_origin(user.op, index) if user.role != "bwd" else None
         loc = made.loc if user.op.name == "function_output" else user.loc
         if _own_statement(made, loc, origin):
             made.name = f"grad_{node.name}"  # the rule's own node: no rename to add
