@@ -6,7 +6,6 @@ import functools
 import gc
 import hashlib
 import inspect
-import math
 import os
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -260,9 +259,6 @@ def _regenerate_line(path: str, fname, args, request: Request, command) -> str:
                 "arguments of this signature")
     texts = []
     for value in args:
-        if type(value) is float and math.isfinite(value):  # (the common case: no Expr)
-            texts.append(repr(value).replace("e+", "e"))  # as literal() writes it
-            continue
         if not isinstance(value, _WRITTEN) or (
                 isinstance(value, np.ndarray) and value.size > 6):
             texts = None
