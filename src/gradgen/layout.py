@@ -746,6 +746,8 @@ def _outside_brackets(pattern: re.Pattern, value: str) -> list[re.Match] | None:
             depth += 1
         elif token in ")]}":
             depth -= 1
+            if depth < 0:  # closed before it was opened: ``a)(b``
+                return None
         elif depth == 0:
             found.append(match)
     return found if depth == 0 else None
@@ -845,12 +847,12 @@ def _last_bracket_split(target: str, value: str, operands: list[str], operator: 
     breaks anything else (statement() lays those out)."""
     first, last = operands
     match = _LAST_BRACKET.fullmatch(last)
-    if (match is None or operator == "**" or any(c in first for c in "([{")
-            or _outside_brackets(_BRACKET, match.group(2)) is None
-            or any(m.group() == "," for m in _outside_brackets(_COMMA, match.group(2)))):
-        return None  # (a subscript, a power, a group at the start, several arguments)
-    head = value[:len(value) - len(match.group(2)) - 1]  # up to the last bracket, opened
+    if match is None or operator == "**" or any(c in first for c in "([{"):
+        return None  # (a subscript, a power, a group at the start)
     inner = match.group(2)
+    if _outside_brackets(_COMMA, inner) != []:
+        return None  # several arguments, or the brackets close before the end
+    head = value[:len(value) - len(inner) - 1]  # up to the last bracket, opened
     if indent * INDENT + len(target) + 3 + len(head) <= width:
         if (indent + 1) * INDENT + len(inner) > width:
             return None
@@ -860,7 +862,6 @@ def _last_bracket_split(target: str, value: str, operands: list[str], operator: 
     return f"{target} = (\n    {value}\n)"
 
 
-_BRACKET = re.compile(r"[()\[\]{}]")
 _COMMA = re.compile(r"[()\[\]{}]|,")
 
 
