@@ -97,6 +97,7 @@ class Interceptor:
         self.functions: dict[int, tuple[object, object]] = {}
         self.globals: dict[int, tuple[dict, dict]] = {}
         self.modules: dict[int, tuple[types.ModuleType, types.ModuleType]] = {}
+        self.builtins: dict[int, tuple[dict, dict]] = {}  # by id of the original table
 
     def wrap(self, value):
         """What the traced code should see in place of ``value``."""
@@ -171,6 +172,23 @@ class Interceptor:
         copy.__module__ = fn.__module__
         return copy
 
+    def builtins_for(self, original) -> dict:
+        """The builtins the traced copies run with: the same, but ``import math`` inside a
+        function hands it the traced ``math`` (and a user module its stand-in), as a
+        module-level import does."""
+        table = original if isinstance(original, dict) else original.__dict__
+        hit = self.builtins.get(id(table))
+        if hit is not None:
+            return hit[1]
+        real_import = table["__import__"]
+
+        def traced_import(name, globals=None, locals=None, fromlist=(), level=0):
+            return self.wrap(real_import(name, globals, locals, fromlist, level))
+
+        patched = {**table, "__import__": traced_import}
+        self.builtins[id(table)] = (table, patched)
+        return patched
+
     def _globals_for(self, original: dict) -> dict:
         key = id(original)
         hit = self.globals.get(key)
@@ -188,7 +206,7 @@ class _PatchedGlobals(dict):
         super().__init__()
         self._original = original
         self._interceptor = interceptor
-        self["__builtins__"] = original.get("__builtins__", builtins)
+        self["__builtins__"] = interceptor.builtins_for(original.get("__builtins__", builtins))
 
     def __missing__(self, name):
         value = self._original[name]  # KeyError -> NameError / builtins lookup, as usual
