@@ -20,6 +20,7 @@ from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
 from .pytree import flatten, unflatten
+from .source import current_loc
 from .tracer import OPEN_TRACES, Tracer, at_loc, bind, in_trace, tracer_value
 from .tracing import function_loc, is_numeric, trace_function
 
@@ -167,6 +168,14 @@ def _concrete(args) -> tuple:
     return unflatten(tree, [v.value if isinstance(v, Tracer) else v for v in leaves])
 
 
+def _require_callable(fn) -> None:
+    if not callable(fn):
+        raise GradgenError(
+            f"expected a function to differentiate, got {type(fn).__name__} {fn!r:.40}",
+            current_loc(),
+            "pass the function itself: gradgen.grad(f), not gradgen.grad(f(x))")
+
+
 # --- the callables users get ---------------------------------------------------------------
 
 
@@ -184,6 +193,7 @@ class GradFunction:
 
     def __init__(self, fn, argnums=0, with_value=False, intermediates=(), kind=None,
                  check_finite=False):
+        _require_callable(fn)
         self.fn = fn
         self.argnums, self.as_tuple = _normalize_argnums(argnums)
         self.with_value = with_value
@@ -508,6 +518,7 @@ def vjp(fn, *args):
     """``(outputs, pullback)``: ``pullback(cotangent)`` returns one gradient per positional
     argument (None for an argument that is not a float or float array). Outputs and cotangents
     may be dicts, lists and tuples."""
+    _require_callable(fn)
     concrete = _concrete(args)
     built = build(fn, concrete, Request(vjp=True))
     values = built.forward.meta["values"]

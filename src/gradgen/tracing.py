@@ -188,6 +188,38 @@ def _name_versions(value: Tracer, name: str, first: int, end: int) -> None:
             return
 
 
+# ndarray subclasses whose meaning a plain array drops: the trace would differentiate the
+# data under a mask, or matrix products where the user wrote elementwise ones
+_DROPPED_MEANING = (np.ma.MaskedArray, np.matrix)
+
+
+def _array_subclass_error(fn, leaf: Leaf) -> GradgenError:
+    kind = "masked array" if isinstance(leaf.value, np.ma.MaskedArray) else "np.matrix"
+    x = leaf.name
+    spelled = (f"{x}.filled(0.0), and the mask as an array of its own (np.ma.getmaskarray({x}))"
+               if kind == "masked array" else f"np.asarray({x}), with @ for matrix products")
+    return GradgenError(
+        f"argument {leaf.name!r} is a {kind}: gradgen traces plain NumPy arrays, and tracing "
+        f"this one would drop what makes it a {kind}", function_loc(fn), f"pass {spelled}")
+
+
+def _refuse_the_call(fn, args, error: TypeError) -> None:
+    """Raise a GradgenError when ``fn`` cannot be called with ``args`` at all (a missing or
+    an extra argument); return when the TypeError is another one."""
+    if not callable(fn):
+        raise GradgenError(f"{type(fn).__name__} object {fn!r} is not a function") from None
+    try:
+        signature = inspect.signature(fn)
+        signature.bind(*args)
+    except TypeError as mismatch:
+        count = f"{len(args)} positional argument{'s' if len(args) != 1 else ''}"
+        raise GradgenError(
+            f"{getattr(fn, '__name__', 'the function')}{signature} cannot be called with {count}: {mismatch}",
+            function_loc(fn), "pass every parameter the function needs, in order") from None
+    except ValueError:  # no signature to ask (a builtin)
+        return
+
+
 def _gradgen_cause(error: BaseException) -> GradgenError | None:
     """The GradgenError that a NumPy error was raised while handling, if any."""
     seen = 0
@@ -289,6 +321,8 @@ def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> 
         for k, leaf in enumerate(leaves):
             value = leaf.value
             if leaf.numeric:
+                if type(value) is not np.ndarray and isinstance(value, _DROPPED_MEANING):
+                    raise _array_subclass_error(fn, leaf)
                 if isinstance(value, np.ndarray) and not value.flags.writeable:
                     value = value.copy()
                 traced.append(trace.new_input(value, leaf.name, index=k))
@@ -305,6 +339,8 @@ def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> 
             except GradgenError:
                 raise
             except Exception as error:
+                if isinstance(error, TypeError) and error.__traceback__.tb_next is None:
+                    _refuse_the_call(fn, args, error)  # f(*args) itself, not a line inside f
                 cause = _gradgen_cause(error)
                 if cause is None:
                     raise

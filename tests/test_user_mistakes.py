@@ -1,0 +1,107 @@
+"""A new user's mistakes and the edges they push at: each one either works as written or
+raises a GradgenError that names the problem and the user's line (never an internal
+traceback, never a silently wrong gradient). Cases the other error tests cover are not here
+(see test_errors.py, test_api.py, test_cli_commands.py)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import gradgen
+
+grad = gradgen.grad
+
+
+def _where(fn, text: str) -> str:
+    """``test_user_mistakes.py:<line>`` of the first line of ``fn`` containing ``text``."""
+    lines, first = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return f"test_user_mistakes.py:{first + offset}"
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+# --- what is handed to grad ----------------------------------------------------------------
+
+
+def test_a_value_instead_of_a_function_is_refused_where_it_is_passed():
+    def f(x):
+        return x * x
+
+    with pytest.raises(gradgen.GradgenError, match="expected a function to differentiate") as e:
+        grad(f(3.0))  # the usual slip: the call's value, not the function
+    here = _where(test_a_value_instead_of_a_function_is_refused_where_it_is_passed, "(f(3.0))")
+    assert str(e.value).startswith(here + ": ")
+    assert "gradgen.grad(f), not gradgen.grad(f(x))" in str(e.value)
+    with pytest.raises(gradgen.GradgenError, match="got ndarray"):
+        gradgen.vjp(np.ones(2), 1.0)
+    with pytest.raises(gradgen.GradgenError, match="float object 2.0 is not a function"):
+        gradgen.emit(2.0, 1.0)
+
+
+def two_parameters(x, y):
+    return x * y
+
+
+def test_too_few_or_too_many_arguments_name_the_signature_and_the_def_line():
+    for args in ((1.0,), (1.0, 2.0, 3.0)):
+        with pytest.raises(gradgen.GradgenError) as info:
+            grad(two_parameters)(*args)
+        message = str(info.value)
+        assert message.startswith(_where(two_parameters, "def two_parameters") + ": ")
+        assert "two_parameters(x, y) cannot be called with" in message
+    with pytest.raises(gradgen.GradgenError, match=r"two_parameters\(x, y\)"):
+        gradgen.emit(two_parameters, 1.0)
+
+
+def test_a_type_error_inside_the_function_is_still_the_users():
+    def f(x):
+        return len(5) * x  # the user's own bug: Python's TypeError, from the user's line
+
+    with pytest.raises(TypeError, match="has no len"):
+        grad(f)(1.0)
+
+
+def masked_sum(x):
+    return np.sum(x * x)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # np.matrix's own
+def test_masked_arrays_and_matrices_are_refused_not_silently_unmasked():
+    # the masked element would get a gradient of 2: np.sum of a masked array skips it
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(masked_sum)(np.ma.array([1.0, 2.0], mask=[0, 1]))
+    message = str(info.value)
+    assert message.startswith(_where(masked_sum, "def masked_sum"))
+    assert "'x' is a masked array" in message and "x.filled(0.0)" in message
+    with pytest.raises(gradgen.GradgenError, match=r"'x' is a np.matrix.*np.asarray\(x\)"):
+        grad(masked_sum)(np.matrix([[1.0, 2.0]]))
+    with pytest.raises(gradgen.GradgenError, match="'w' is a masked array"):  # data, too
+        grad(lambda x, w: np.sum(x * w))(np.ones(2), np.ma.array([1.0, 2.0], mask=[0, 1]))
+
+
+# --- the function's body ---------------------------------------------------------------------
+
+
+def test_math_imported_inside_the_function_is_traced():
+    def f(x):
+        import math as m
+
+        return m.sin(x) * x
+
+    def g(x):
+        from math import exp
+
+        return exp(2.0 * x)
+
+    def h(x):
+        import numpy
+
+        return numpy.sum(numpy.tanh(x))
+
+    assert grad(f)(1.0) == pytest.approx(np.cos(1.0) * 1.0 + np.sin(1.0))
+    assert grad(g)(0.5) == pytest.approx(2.0 * np.exp(1.0))
+    np.testing.assert_allclose(grad(h)(np.ones(2)), 1.0 - np.tanh(1.0) ** 2)
