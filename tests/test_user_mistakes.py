@@ -105,3 +105,36 @@ def test_math_imported_inside_the_function_is_traced():
     assert grad(f)(1.0) == pytest.approx(np.cos(1.0) * 1.0 + np.sin(1.0))
     assert grad(g)(0.5) == pytest.approx(2.0 * np.exp(1.0))
     np.testing.assert_allclose(grad(h)(np.ones(2)), 1.0 - np.tanh(1.0) ** 2)
+
+
+def test_formatting_a_traced_value_shows_its_value(capsys):
+    def f(x):
+        print(f"loss={np.sum(x * x):.3f}")
+        return np.sum(x * x)
+
+    np.testing.assert_array_equal(grad(f)(np.array([1.0, 2.0])), [2.0, 4.0])
+    assert capsys.readouterr().out == "loss=5.000\n"
+
+
+def test_copies_of_traced_values_are_traced_and_independent():
+    import copy
+
+    def f(x):
+        y = copy.copy(x)
+        y[0] = 5.0  # a write into the copy: x stays as it was
+        params = copy.deepcopy({"a": x})
+        return np.sum(y * x) + np.sum(params["a"])
+
+    np.testing.assert_array_equal(grad(f)(np.ones(3)), [6.0, 3.0, 3.0])
+
+
+def pickled(x):
+    import pickle
+
+    return np.sum(pickle.loads(pickle.dumps(x)) * x)
+
+
+def test_pickling_a_traced_value_is_refused_at_its_line():
+    with pytest.raises(gradgen.UnsupportedOperation, match="pickling a traced value") as info:
+        grad(pickled)(np.ones(2))
+    assert str(info.value).startswith(_where(pickled, "pickle.dumps(x)") + ": ")

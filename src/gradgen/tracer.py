@@ -799,6 +799,24 @@ class Tracer:
     def __repr__(self):
         return f"Traced({self.value!r})"
 
+    def __format__(self, spec):
+        # f"{loss:.4f}" in a print or a log line: the value of this trace, as print(loss)
+        # shows it. A string carries no gradient, so nothing is hidden from one.
+        return format(self.value, spec) if spec else str(self)
+
+    # copy.copy / copy.deepcopy (of a dict of params, say) copy the traced value: an op, so
+    # a write into the copy leaves the original alone, as with arrays
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce_ex__(self, protocol):
+        raise _unsupported(
+            "pickling a traced value would freeze this trace's number into the result",
+            "pickle the arguments or the result outside the traced function")
+
     # --- arithmetic (bind called directly: one call fewer per operator on a tracer) ----------
     def __add__(self, o):
         return bind(OPS["add"], (self, o), _NO_ATTRS)
