@@ -138,3 +138,32 @@ def test_pickling_a_traced_value_is_refused_at_its_line():
     with pytest.raises(gradgen.UnsupportedOperation, match="pickling a traced value") as info:
         grad(pickled)(np.ones(2))
     assert str(info.value).startswith(_where(pickled, "pickle.dumps(x)") + ": ")
+
+
+# --- arguments gradgen cannot take: the message names the parameter and the def line -------
+
+
+def scaled(x, p):
+    return x * p[0]
+
+
+def test_a_namedtuple_is_refused_not_rebuilt_as_a_list():
+    import collections
+
+    pair = collections.namedtuple("Pair", "w b")
+    for call in (lambda: grad(scaled)(1.0, pair(2.0, 3.0)),
+                 lambda: grad(scaled, argnums=1)(1.0, pair(2.0, 3.0)),
+                 lambda: gradgen.emit(scaled, 1.0, pair(2.0, 3.0))):
+        with pytest.raises(gradgen.GradgenError) as info:
+            call()
+        assert str(info.value).startswith(_where(scaled, "def scaled") + ": argument 'p' is a "
+                                          "Pair (a namedtuple)")
+        assert "._asdict()" in str(info.value)
+    with pytest.raises(gradgen.GradgenError, match="returned a Pair"):
+        gradgen.vjp(lambda x: pair(x, 2 * x), 1.0)
+
+
+def test_an_unhashable_static_argument_names_its_parameter():
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(scaled)(1.0, {2.0, 3.0})
+    assert str(info.value).startswith(_where(scaled, "def scaled") + ": argument 'p' is a set")

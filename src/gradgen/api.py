@@ -20,7 +20,7 @@ from .errors import GradgenError
 from .ir import Graph, Node
 from .ops.core import _seed_value
 from .pytree import flatten, unflatten
-from .source import current_loc
+from .source import current_loc, parameter_names
 from .tracer import OPEN_TRACES, Tracer, at_loc, bind, in_trace, tracer_value
 from .tracing import function_loc, is_numeric, trace_function
 
@@ -111,7 +111,7 @@ def _leaf_key(value):
         hash(value)
     except TypeError:
         raise GradgenError(
-            f"an argument of type {type(value).__name__} is neither a number, a NumPy array, "
+            f"a {type(value).__name__}, which is neither a number, a NumPy array, "
             "a dict/list/tuple of them, nor a hashable constant", None,
             "pass arrays as NumPy arrays; other arguments must be hashable") from None
     return ("static", type(value), value)
@@ -151,15 +151,32 @@ def _plain_key(args) -> tuple | None:
     return key
 
 
-def _signature_key(args) -> tuple:
+def _signature_key(args, fn) -> tuple:
     """Types, shapes and dtypes of every leaf, and the structure of every argument: two calls
     with the same key can share compiled code (guards decide the rest)."""
+    try:
+        return _leaf_keys(args)
+    except GradgenError as error:  # name the argument, and the function's line
+        names = parameter_names(fn, len(args))
+        for value, name in zip(args, names, strict=True):
+            try:
+                _leaf_keys((value,))
+            except GradgenError:
+                raise GradgenError(f"argument {name!r} is {error.bare_message}",
+                                   function_loc(fn), error.hint) from None
+        raise
+
+
+def _leaf_keys(args) -> tuple:
     leaves, tree = flatten(tuple(args))
     return (tree, *(_leaf_key(v) for v in leaves))
 
 
 def _has_tracer(args) -> bool:
-    leaves, _ = flatten(tuple(args))
+    try:
+        leaves, _ = flatten(tuple(args))
+    except GradgenError:  # a structure gradgen refuses: _signature_key names its argument
+        return False
     return any(isinstance(v, Tracer) for v in leaves)
 
 
@@ -247,7 +264,7 @@ class GradFunction:
         if key is None and _has_tracer(args) or in_trace():  # f may close over outer tracers
             return self._inline(args, keywords)
         if key is None:
-            key = _signature_key(args)
+            key = _signature_key(args, self.fn)
         if keywords:
             key = (key, keywords)
         paths = self._paths.setdefault(key, [])

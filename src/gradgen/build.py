@@ -108,7 +108,7 @@ def check_differentiable(fn, args, argnums, names=None) -> tuple[list[Leaf], lis
             raise GradgenError(
                 f"argnums includes {i} but {getattr(fn, '__name__', 'f')} was called with "
                 f"{len(args)} argument{'s' if len(args) != 1 else ''}", function_loc(fn))
-    leaves, trees = flatten_arguments(args, names)
+    leaves, trees = flatten_arguments(args, names, function_loc(fn))
     wanted = {a % len(args) for a in argnums}
     for leaf in leaves:
         if leaf.arg not in wanted:

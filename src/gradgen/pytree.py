@@ -7,6 +7,8 @@ import keyword
 import re
 from dataclasses import dataclass
 
+from .errors import GradgenError
+
 
 @dataclass(frozen=True)
 class TreeDef:
@@ -48,10 +50,23 @@ def _flatten_into(value, leaves: list) -> TreeDef:
         children = tuple(_flatten_into(v, leaves) for v in value.values())
         return TreeDef("dict", tuple(value.keys()), children)
     if isinstance(value, tuple | list):
+        if type(value) not in (tuple, list):
+            raise _subclass_error(value)
         children = tuple(_flatten_into(v, leaves) for v in value)
         return TreeDef(type(value).__name__, (), children)
     leaves.append(value)
     return LEAF
+
+
+def _subclass_error(value) -> GradgenError:
+    """A namedtuple (or another tuple or list subclass) would come back as a plain tuple: its
+    fields gone (``p.w`` an AttributeError) or, worse, its methods silently plain ones."""
+    kind = "a namedtuple" if hasattr(value, "_fields") else (
+        f"a {type(value).__bases__[0].__name__} subclass")
+    spelled = ("a dict (its ._asdict()) or a plain tuple" if kind == "a namedtuple"
+               else f"a plain {type(value).__bases__[0].__name__}")
+    return GradgenError(f"a {type(value).__name__} ({kind}), a structure gradgen does not rebuild",
+                        None, f"pass {spelled}")
 
 
 def unflatten(tree: TreeDef, leaves):

@@ -279,8 +279,9 @@ class Leaf:
 _BARE_LEAVES = frozenset({float, int, bool, np.float64, np.ndarray})
 
 
-def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
-    """Every argument's leaves (a plain number or array is one leaf), with unique names."""
+def flatten_arguments(args, names, loc=None) -> tuple[list[Leaf], list[TreeDef]]:
+    """Every argument's leaves (a plain number or array is one leaf), with unique names.
+    ``loc``, the function's, starts the message about an argument gradgen cannot take."""
     leaves: list[Leaf] = []
     trees: list[TreeDef] = []
     taken = set(names)
@@ -289,7 +290,11 @@ def flatten_arguments(args, names) -> tuple[list[Leaf], list[TreeDef]]:
             trees.append(LEAF)
             leaves.append(Leaf(i, (), name, value))
             continue
-        values, tree = flatten(value)
+        try:
+            values, tree = flatten(value)
+        except GradgenError as error:
+            raise GradgenError(f"argument {name!r} is {error.bare_message}", loc,
+                               error.hint) from None
         trees.append(tree)
         for path, leaf in zip(leaf_paths(tree), values, strict=True):
             if tree is LEAF:
@@ -314,7 +319,7 @@ def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> 
     code = getattr(unwrapped(fn), "__code__", None)
     if code is not None:
         refresh(code.co_filename)  # an edited file is read again, and its names with it
-    leaves, trees = flat or flatten_arguments(args, names)
+    leaves, trees = flat or flatten_arguments(args, names, function_loc(fn))
     with Trace() as trace:
         trace.live = {}  # arrays the user's code drops are freed (see Trace.settle)
         traced = []
@@ -345,7 +350,11 @@ def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> 
                 if cause is None:
                     raise
                 raise cause from error  # NumPy wrapped ours (W[0] = traced, W a global)
-        out_leaves, out_tree = flatten(result)
+        try:
+            out_leaves, out_tree = flatten(result)
+        except GradgenError as error:
+            raise GradgenError(f"{function_name(fn)} returned {error.bare_message}",
+                               function_loc(fn), error.hint) from None
         outputs = [_output_ref(trace, r, fn) for r in out_leaves]
         for leaf in out_leaves:
             if isinstance(leaf, Tracer) and leaf._trace is trace:
