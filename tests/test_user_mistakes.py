@@ -167,3 +167,69 @@ def test_an_unhashable_static_argument_names_its_parameter():
     with pytest.raises(gradgen.GradgenError) as info:
         grad(scaled)(1.0, {2.0, 3.0})
     assert str(info.value).startswith(_where(scaled, "def scaled") + ": argument 'p' is a set")
+
+
+def test_intermediates_that_are_not_names_are_refused():
+    here = _where(test_intermediates_that_are_not_names_are_refused, "=3)" + "(1.0)")
+    with pytest.raises(gradgen.GradgenError, match="intermediates must be a name") as info:
+        grad(masked_sum, intermediates=3)(1.0)
+    assert str(info.value).startswith(here + ": ")
+
+    def f(x):
+        yz = x * 2.0
+        return yz * yz
+
+    # one name given as a string is one name (not 'y' and 'z'), through emit as through grad
+    assert grad(f, intermediates="yz")(1.0) == (8.0, {"yz": 4.0})
+    assert "def f_grad(x)" in gradgen.emit(f, 1.0, intermediates="yz")
+
+
+# --- gradgen.Function -----------------------------------------------------------------------
+
+
+class NoBackward(gradgen.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+
+class ReturnsText(gradgen.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return "2 * g"
+
+
+def test_a_function_without_backward_is_refused_at_its_apply():
+    def f(x):
+        return NoBackward.apply(x) * x
+
+    with pytest.raises(gradgen.GradgenError, match="NoBackward defines no backward") as info:
+        grad(f)(1.0)
+    assert str(info.value).startswith(_where(f, "NoBackward.apply(x)") + ": ")
+    assert NoBackward.apply(1.0) == 2.0  # untraced, forward alone is fine
+
+
+def test_a_backward_returning_something_else_names_its_class_and_line():
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(lambda x: ReturnsText.apply(x))(1.0)
+    message = str(info.value)
+    assert message.startswith(_where(ReturnsText, "def backward") + ": ")
+    assert "ReturnsText.backward returned a str as the gradient for input 0" in message
+
+
+# --- gradgen.check ----------------------------------------------------------------------------
+
+
+def test_check_falls_back_to_finite_differences_where_sympy_recurses_too_deep():
+    def f(x):
+        for _ in range(300):  # sin(sin(...)) 300 deep: past sympy's recursion
+            x = np.sin(x)
+        return x
+
+    report = gradgen.check(f, 0.5)
+    assert report.results[0].method == "finite differences"
+    assert report.results[0].max_rel_error < 1e-5

@@ -39,6 +39,17 @@ def _normalize_argnums(argnums) -> tuple[tuple[int, ...], bool]:
     raise GradgenError(f"argnums must be an int or a non-empty tuple of ints, not {argnums!r}")
 
 
+def _intermediate_names(intermediates) -> tuple[str, ...]:
+    """``intermediates="y"`` is one name, as ``("y",)`` is."""
+    if isinstance(intermediates, str):
+        return (intermediates,)
+    if isinstance(intermediates, tuple | list) and all(
+            isinstance(name, str) for name in intermediates):
+        return tuple(intermediates)
+    raise GradgenError(f"intermediates must be a name or a tuple of names, like ('y',), not "
+                       f"{intermediates!r}", current_loc())
+
+
 def _bind_arguments(fn, args, kwargs) -> tuple[tuple, tuple]:
     """The positional arguments (defaults filled in) and the keyword-only ones, as sorted
     (name, value) pairs. The traced and emitted functions take their arguments by position;
@@ -216,9 +227,7 @@ class GradFunction:
         self.with_value = with_value
         # which emitted function this callable runs: grad, value_and_grad, jacobian, hessian
         self.kind = kind or ("value_and_grad" if with_value else "grad")
-        if isinstance(intermediates, str):
-            intermediates = (intermediates,)
-        self.request = Request(self.argnums, self.as_tuple, tuple(intermediates),
+        self.request = Request(self.argnums, self.as_tuple, _intermediate_names(intermediates),
                                check_finite=check_finite)
         self._paths: dict[tuple, list[_Path]] = {}
         self._last: _Path | None = None
@@ -469,7 +478,7 @@ def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_fin
     from .explainer.page import page_for_built  # HTML and SVG load only when a page is asked for
 
     nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite)
+    request = Request(nums, as_tuple, _intermediate_names(intermediates), vjp, check_finite)
     return page_for_built(build(fn, args, request, command, annotate=True), fn)
 
 
@@ -484,7 +493,7 @@ def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite
     emitted as a forward and a reversed backward ``for`` loop; ``loops="unroll"`` writes
     every iteration out."""
     nums, as_tuple = _normalize_argnums(argnums)
-    request = Request(nums, as_tuple, tuple(intermediates), vjp, check_finite,
+    request = Request(nums, as_tuple, _intermediate_names(intermediates), vjp, check_finite,
                       check_target(target), loops=loops)
     return build(fn, args, request, command, annotate).source
 

@@ -104,7 +104,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
             with budget:
                 env = symbolic_values(forward, {by_index[k]: s for k, s in symbols.items()})
                 out_expr = env[forward.outputs[0].node]
-        except _Timeout:
+        except _SYMPY_GAVE_UP:
             symbols = {}
         if isinstance(out_expr, np.ndarray):
             out_expr = out_expr.reshape(-1)[0]
@@ -126,7 +126,7 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
                     derivs = [sp.diff(out_expr, s) for s in np.ravel(symbols[k])]
                     all_syms = [s for j in sym_order for s in np.ravel(symbols[j])]
                     fns = _lambdify(all_syms, derivs)
-            except _Timeout:
+            except _SYMPY_GAVE_UP:
                 symbolic = False
         method = "sympy" if symbolic else "finite differences"
         for point, result in zip(samples, results, strict=True):
@@ -298,6 +298,12 @@ class _Timeout(BaseException):
     are many) must not swallow it, or simplify runs on for minutes with no alarm left."""
 
 
+# sympy walks expressions recursively: one nested a few hundred deep (a 200-step loop of
+# np.sin) exceeds Python's recursion limit, and the reference falls back to finite
+# differences, as after a timeout
+_SYMPY_GAVE_UP = (_Timeout, RecursionError)
+
+
 def _can_time_out() -> bool:
     return threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
 
@@ -359,7 +365,7 @@ def _prove(vg_graph, symbols, derivs, position, seconds) -> bool:
     try:
         with _Budget(seconds):
             return _proved(vg_graph, symbols, derivs, position)
-    except (_Timeout, TypeError, ValueError, ZeroDivisionError):
+    except (*_SYMPY_GAVE_UP, TypeError, ValueError, ZeroDivisionError):
         return False
 
 

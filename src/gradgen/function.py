@@ -19,7 +19,7 @@ from .errors import GradgenError
 from .ir import Graph, Node, Ref
 from .ops.core import cast
 from .ops.registry import defop
-from .source import SourceLoc, parameter_names
+from .source import SourceLoc, current_loc, parameter_names
 from .tracer import Tracer, at_loc, bind, shaped
 
 _calls = itertools.count(1)
@@ -77,6 +77,11 @@ class Function:
         outputs = cls.forward(ctx, *args)
         if not any(isinstance(a, Tracer) for a in args):
             return outputs  # nothing is traced: a plain call
+        if cls.backward is Function.backward:  # refused now, at the call, not in reverse mode
+            raise GradgenError(
+                f"{cls.__name__} defines no backward, so gradgen has no gradient for it",
+                current_loc(), "add @staticmethod def backward(ctx, *grad_outputs) returning "
+                "one gradient per argument of forward")
         # several outputs come as a tuple or a list: each must pass through the user's rule
         single = not isinstance(outputs, tuple | list)
         outs = (outputs,) if single else outputs
@@ -169,6 +174,11 @@ def pull_back_function(trace, siblings: list[Node], gs, needed, contributions) -
     for k, (ref, g) in enumerate(zip(arg_refs, grads, strict=True)):
         if g is None or ref.node not in needed:
             continue
+        if not isinstance(g, Tracer) and np.asarray(g).dtype.kind not in "biuf":
+            raise GradgenError(
+                f"{cls.__name__}.backward returned a {type(g).__name__} as the gradient for "
+                f"input {k}", where, "return a number or an array shaped like that input "
+                "(None where none is needed)")
         shape = np.shape(shaped(g))
         if shape != ref.aval.shape:
             raise GradgenError(
