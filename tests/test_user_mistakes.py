@@ -6,6 +6,7 @@ traceback, never a silently wrong gradient). Cases the other error tests cover a
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -233,3 +234,26 @@ def test_check_falls_back_to_finite_differences_where_sympy_recurses_too_deep():
     report = gradgen.check(f, 0.5)
     assert report.results[0].method == "finite differences"
     assert report.results[0].max_rel_error < 1e-5
+
+
+# --- Python's own spellings ------------------------------------------------------------------
+
+
+def fsum_of(x):
+    return math.fsum([x, 2.0 * x])
+
+
+def test_math_of_a_list_of_traced_values_is_named_not_blamed_on_float():
+    with pytest.raises(gradgen.UnsupportedOperation) as info:
+        grad(fsum_of)(1.0)
+    message = str(info.value)
+    assert message.startswith(_where(fsum_of, "math.fsum") + ": math.fsum has no gradient rule")
+    assert "sum(values)" in message and "float()" not in message
+    with pytest.raises(gradgen.UnsupportedOperation, match="math.dist has no gradient rule"):
+        grad(lambda x: math.dist([x, 1.0], [0.0, 0.0]))(3.0)
+    assert grad(lambda x: math.prod([x, x, 2.0]))(3.0) == 12.0  # multiplies as written
+
+
+def test_divmod_of_a_traced_value():
+    # d/dx [3 (x mod 1) + (7 mod x)] = 3 - floor(7 / x) at x = 2.5
+    assert grad(lambda x: 3.0 * divmod(x, 1.0)[1] + divmod(7.0, x)[1])(2.5) == 1.0

@@ -21,12 +21,40 @@ _OPAQUE_TOP = {"numpy", "scipy", "sympy", "gradgen", "builtins"} | set(
     sys.stdlib_module_names)
 
 
+# math functions of sequences, spelled with operations that have rules
+_MATH_SPELLINGS = {
+    "fsum": "write sum(values) (the same sum, rounded as it goes)",
+    "dist": "write math.sqrt(sum((a - b) ** 2 for a, b in zip(p, q)))",
+    "sumprod": "write sum(a * b for a, b in zip(p, q))",
+}
+
+
+def _no_math_rule(name: str) -> UnsupportedOperation:
+    return UnsupportedOperation(
+        f"math.{name} has no gradient rule in gradgen", current_loc(),
+        _MATH_SPELLINGS.get(name, "add a rule with gradgen.defvjp (see docs/ops.md) or wrap "
+                            "the code in a gradgen.Function with a backward"))
+
+
+def _of_sequences(name: str, fn, args, kwargs):
+    """A math function of plain values, or of lists of them: ``math.prod([a, b])`` multiplies
+    traced items as written; one that takes float() of each (``math.fsum``) is refused by
+    its own name, not as the float() the user never wrote."""
+    try:
+        return fn(*args, **kwargs)
+    except UnsupportedOperation:
+        if any(type(a) in (list, tuple) and any(isinstance(v, Tracer) for v in a)
+               for a in args):
+            raise _no_math_rule(name) from None
+        raise
+
+
 def _traced_math_function(name: str, fn):
     def traced(*args, **kwargs):
         if len(args) == 1 and not kwargs:  # math.sin(x): one layer between the user and bind
             x = args[0]
             if not isinstance(x, Tracer):
-                return fn(x)
+                return fn(x) if type(x) not in (list, tuple) else _of_sequences(name, fn, args, {})
             op = BOUND.get(fn)
             if type(op) is Op:
                 return bind(op, (x if type(x._value) is float else _as_math_sees(x),),
@@ -35,13 +63,10 @@ def _traced_math_function(name: str, fn):
             if isinstance(a, Tracer):
                 break
         else:
-            return fn(*args, **kwargs)
+            return _of_sequences(name, fn, args, kwargs)
         handler = BOUND.get(fn)  # looked up now: the rows register after this module loads
         if handler is None:
-            raise UnsupportedOperation(
-                f"math.{name} has no gradient rule in gradgen", current_loc(),
-                "add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code in a "
-                "gradgen.Function with a backward")
+            raise _no_math_rule(name)
         return handler(*map(_as_math_sees, args), **kwargs)
 
     traced.__name__ = name

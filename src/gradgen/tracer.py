@@ -877,6 +877,12 @@ class Tracer:
     def __rmod__(self, o):
         return bind(OPS["mod"], (o, self), _NO_ATTRS)
 
+    def __divmod__(self, o):  # divmod(x, 1.0): Python's and NumPy's (x // o, x % o)
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
     def __round__(self, ndigits=None):
         if ndigits is not None:
             raise _unsupported("round() with digits of a traced value")
