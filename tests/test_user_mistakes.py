@@ -257,3 +257,55 @@ def test_math_of_a_list_of_traced_values_is_named_not_blamed_on_float():
 def test_divmod_of_a_traced_value():
     # d/dx [3 (x mod 1) + (7 mod x)] = 3 - floor(7 / x) at x = 2.5
     assert grad(lambda x: 3.0 * divmod(x, 1.0)[1] + divmod(7.0, x)[1])(2.5) == 1.0
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+CHATTY_MODULE = '''\
+print("loading the model")
+
+
+def loss(x):
+    print("computing the loss")
+    return x * x
+
+
+class Model:
+    @staticmethod
+    def loss(x):
+        return 3.0 * x
+'''
+
+
+def test_cli_keeps_the_users_prints_out_of_the_emitted_module(tmp_path, capsys):
+    from gradgen.cli import main
+
+    path = tmp_path / "chatty.py"
+    path.write_text(CHATTY_MODULE)
+    for command in ("emit", "show", "check", "graph", "explain"):
+        extra = ["--text"] if command == "graph" else []
+        assert main([command, f"{path}:loss", "--args", "(2.0,)", *extra]) == 0
+        out, err = capsys.readouterr()
+        printed = {"loading the model", "computing the loss"}  # (explain's page quotes them)
+        assert not printed & set(out.splitlines()), command
+        assert "computing the loss" in err
+    assert main(["emit", f"{path}:loss", "--args", "(2.0,)"]) == 0
+    namespace: dict = {}
+    exec(capsys.readouterr().out, namespace)  # noqa: S102 - stdout is the module, only it
+    assert namespace["loss_grad"](3.0) == 6.0
+
+
+def test_cli_finds_a_method_by_its_dotted_name_and_says_a_directory_is_one(tmp_path, capsys):
+    from gradgen.cli import main
+
+    path = tmp_path / "chatty.py"
+    path.write_text(CHATTY_MODULE)
+    assert main(["emit", f"{path}:Model.loss", "--args", "(2.0,)"]) == 0
+    namespace: dict = {}
+    exec(capsys.readouterr().out, namespace)  # noqa: S102 - the emitted module
+    assert namespace["loss_grad"](1.0) == 3.0
+    assert main(["emit", f"{path}:Model.nothing", "--args", "(2.0,)"]) == 2
+    assert "has no function 'Model.nothing'" in capsys.readouterr().err
+    assert main(["emit", f"{tmp_path}:loss", "--args", "(2.0,)"]) == 2
+    assert f"{tmp_path}: a directory" in capsys.readouterr().err

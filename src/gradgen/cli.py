@@ -4,6 +4,7 @@ args."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import math
 import os
@@ -56,7 +57,7 @@ def load_function(target: str):
     if not sep or not path or not name:
         raise UserError(f"expected FILE.py:FUNC, got {target!r}")
     if not os.path.isfile(path):
-        raise UserError(f"{path}: no such file")
+        raise UserError(f"{path}: {'a directory' if os.path.isdir(path) else 'no such file'}")
     module_name = "gradgen_cli_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -65,16 +66,28 @@ def load_function(target: str):
     sys.modules[module_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        spec.loader.exec_module(module)
+        with _user_code():
+            spec.loader.exec_module(module)
     except Exception as e:
         where = _user_location(e) or path
         raise UserError(f"{where}: importing {path} failed: {type(e).__name__}: {e}") from e
     finally:
         sys.path.pop(0)
-    fn = getattr(module, name, None)
+    fn = module
+    for part in name.split("."):  # Class.method, as `gradgen emit f.py:Model.loss`
+        fn = getattr(fn, part, None)
     if fn is None or not callable(fn):
         raise UserError(f"{path} has no function {name!r}")
     return fn
+
+
+@contextlib.contextmanager
+def _user_code():
+    """The user's module and function run with print() going to stderr: stdout carries the
+    product (the module, the page, the table), and `gradgen emit f.py:f > f_grad.py` must not
+    capture a line the user's code printed."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 _SCOPE = {"np": np, "numpy": np, "math": math}
@@ -182,11 +195,12 @@ def _generate(ns, annotate: bool = False) -> str:
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
-    return emit(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
-                intermediates=intermediates, check_finite=ns.check_finite,
-                command=regenerate_command(ns), annotate=annotate,
-                target=getattr(ns, "dialect", "numpy"),
-                loops="unroll" if getattr(ns, "unroll", False) else "keep")
+    with _user_code():
+        return emit(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
+                    intermediates=intermediates, check_finite=ns.check_finite,
+                    command=regenerate_command(ns), annotate=annotate,
+                    target=getattr(ns, "dialect", "numpy"),
+                    loops="unroll" if getattr(ns, "unroll", False) else "keep")
 
 
 def cmd_emit(ns) -> int:
@@ -273,7 +287,8 @@ def cmd_check(ns) -> int:
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)
     try:
-        report = check(fn, *args, argnums=parse_argnums(ns.argnums))
+        with _user_code():
+            report = check(fn, *args, argnums=parse_argnums(ns.argnums))
     except GradientMismatch as e:
         print(e.report_text if hasattr(e, "report_text") else "", end="")
         print(f"gradgen: gradient mismatch: {e}", file=sys.stderr)
@@ -287,7 +302,8 @@ def cmd_graph(ns) -> int:
 
     fn = load_function(ns.target)
     args = example_arguments(ns, fn)
-    graph = trace(fn, *args, backward=True, argnums=parse_argnums(ns.argnums))
+    with _user_code():
+        graph = trace(fn, *args, backward=True, argnums=parse_argnums(ns.argnums))
     if ns.text:
         sys.stdout.write(str(graph) + "\n")
         return 0
@@ -308,8 +324,10 @@ def cmd_explain(ns) -> int:
     args = example_arguments(ns, fn)
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
     command = regenerate_command(Namespace(**dict(vars(ns), output=None)))
-    page = explain(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
-                   intermediates=intermediates, check_finite=ns.check_finite, command=command)
+    with _user_code():
+        page = explain(fn, *args, argnums=parse_argnums(ns.argnums), vjp=ns.vjp,
+                       intermediates=intermediates, check_finite=ns.check_finite,
+                       command=command)
     if not ns.output:
         sys.stdout.write(page)
         return 0
