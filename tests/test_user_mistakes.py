@@ -309,3 +309,22 @@ def test_cli_finds_a_method_by_its_dotted_name_and_says_a_directory_is_one(tmp_p
     assert "has no function 'Model.nothing'" in capsys.readouterr().err
     assert main(["emit", f"{tmp_path}:loss", "--args", "(2.0,)"]) == 2
     assert f"{tmp_path}: a directory" in capsys.readouterr().err
+
+
+def test_a_traced_value_kept_after_its_trace_is_refused_when_passed_back_in():
+    kept = []
+
+    def f(x):
+        kept.append(x)  # escapes: after the call it is a tracer of a finished trace
+        return x * 2.0
+
+    assert grad(f)(1.0) == 2.0
+    here = _where(test_a_traced_value_kept_after_its_trace_is_refused_when_passed_back_in,
+                  "x * x)" + "(kept")
+    with pytest.raises(gradgen.GradgenError, match="from a trace that has ended") as info:
+        grad(lambda x: x * x)(kept[0])  # was: a Tracer back instead of a float
+    assert str(info.value).startswith(here + ": ")
+    with pytest.raises(gradgen.GradgenError, match="from a trace that has ended"):
+        gradgen.emit(lambda x: x * x, kept[0])
+    with pytest.raises(gradgen.GradgenError, match="from a trace that has ended"):
+        gradgen.vjp(lambda x: x * x, kept[0])

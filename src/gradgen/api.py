@@ -184,11 +184,24 @@ def _leaf_keys(args) -> tuple:
 
 
 def _has_tracer(args) -> bool:
+    """Are traced values among the arguments (grad of grad)? One from a trace that has ended
+    (kept in a list or a global by a traced function) is a GradgenError."""
     try:
         leaves, _ = flatten(tuple(args))
     except GradgenError:  # a structure gradgen refuses: _signature_key names its argument
         return False
-    return any(isinstance(v, Tracer) for v in leaves)
+    tracers = [v for v in leaves if isinstance(v, Tracer)]
+    for value in tracers:
+        if value._trace not in OPEN_TRACES:
+            node = value.ref.node
+            made = f"made at {node.loc}" if node.loc else f"the traced input {node.name!r}"
+            raise GradgenError(
+                "an argument is a traced value from a trace that has ended: a function gradgen "
+                f"traced kept it (in a list, a global or an attribute) after returning ({made})",
+                current_loc(),
+                "keep values out of the traced function by returning them (gradgen.vjp gives "
+                "the outputs), not by storing them")
+    return bool(tracers)
 
 
 def _concrete(args) -> tuple:
@@ -493,6 +506,7 @@ def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite
     emitted as a forward and a reversed backward ``for`` loop; ``loops="unroll"`` writes
     every iteration out."""
     nums, as_tuple = _normalize_argnums(argnums)
+    _has_tracer(args)  # (refuses one from a trace that has ended)
     request = Request(nums, as_tuple, _intermediate_names(intermediates), vjp, check_finite,
                       check_target(target), loops=loops)
     return build(fn, args, request, command, annotate).source
@@ -545,6 +559,7 @@ def vjp(fn, *args):
     argument (None for an argument that is not a float or float array). Outputs and cotangents
     may be dicts, lists and tuples."""
     _require_callable(fn)
+    _has_tracer(args)  # (refuses one from a trace that has ended)
     concrete = _concrete(args)
     built = build(fn, concrete, Request(vjp=True))
     values = built.forward.meta["values"]
