@@ -328,3 +328,26 @@ def test_a_traced_value_kept_after_its_trace_is_refused_when_passed_back_in():
         gradgen.emit(lambda x: x * x, kept[0])
     with pytest.raises(gradgen.GradgenError, match="from a trace that has ended"):
         gradgen.vjp(lambda x: x * x, kept[0])
+
+
+def mean_of(x):
+    import statistics
+
+    return statistics.mean([x, 2.0 * x])
+
+
+def test_library_code_that_cannot_take_a_traced_value_is_named_at_the_users_line():
+    with pytest.raises(gradgen.UnsupportedOperation) as info:
+        grad(mean_of)(1.0)
+    message = str(info.value)
+    assert message.startswith(_where(mean_of, "statistics.mean(") + ": statistics.mean cannot "
+                              "take a traced value")
+    assert info.value.hint
+
+
+def test_a_type_error_of_the_users_own_passes_through():
+    def g(x):
+        raise TypeError("the user's own")
+
+    with pytest.raises(TypeError, match="the user's own"):
+        grad(g)(1.0)

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import inspect
+import os
 import sys
+import traceback
 import types
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import GradgenError
+from .errors import GradgenError, UnsupportedOperation
 from .intercept import Interceptor
 from .ir import SERIALS, Graph, Node, aval_of
 from .pytree import LEAF, TreeDef, flatten, leaf_name, leaf_paths, unflatten
-from .source import SourceLoc, analyse_code, frame_line, is_user_file, parameter_names, refresh
+from .source import (
+    SourceLoc,
+    analyse_code,
+    frame_line,
+    is_user_file,
+    loc_of_frame,
+    parameter_names,
+    refresh,
+)
 from .tracer import Trace, Tracer, set_watcher
 
 
@@ -220,6 +230,34 @@ def _refuse_the_call(fn, args, error: TypeError) -> None:
         return
 
 
+_GRADGEN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _unseen_code_error(error: Exception) -> UnsupportedOperation | None:
+    """A TypeError about a Tracer from code gradgen does not trace (the standard library's
+    statistics.mean, a C function): refused as the operation it is, at the user's line that
+    called it. None for any other error: the user's own, passed through."""
+    if not isinstance(error, TypeError) or "Tracer" not in str(error):
+        return None
+    user, callee = None, None
+    for frame, _ in traceback.walk_tb(error.__traceback__):
+        if is_user_file(frame.f_code.co_filename):
+            user, callee = frame, None
+        elif user is not None and callee is None:
+            callee = frame
+    if user is None:
+        return None
+    if callee is not None and not callee.f_code.co_filename.startswith(_GRADGEN_DIR):
+        module = callee.f_globals.get("__name__", "?")
+        what = f"{module}.{callee.f_code.co_name} cannot take a traced value"
+    else:
+        what = "a traced value reached code gradgen cannot see"
+    return UnsupportedOperation(
+        f"{what} ({error})", loc_of_frame(user),
+        "write it with NumPy or Python arithmetic on the value, or wrap the code in a "
+        "gradgen.Function with a backward")
+
+
 def _gradgen_cause(error: BaseException) -> GradgenError | None:
     """The GradgenError that a NumPy error was raised while handling, if any."""
     seen = 0
@@ -346,7 +384,7 @@ def trace_function(fn, args, arg_names=None, loops: bool = False, flat=None) -> 
             except Exception as error:
                 if isinstance(error, TypeError) and error.__traceback__.tb_next is None:
                     _refuse_the_call(fn, args, error)  # f(*args) itself, not a line inside f
-                cause = _gradgen_cause(error)
+                cause = _gradgen_cause(error) or _unseen_code_error(error)
                 if cause is None:
                     raise
                 raise cause from error  # NumPy wrapped ours (W[0] = traced, W a global)
