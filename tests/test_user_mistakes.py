@@ -351,3 +351,23 @@ def test_a_type_error_of_the_users_own_passes_through():
 
     with pytest.raises(TypeError, match="the user's own"):
         grad(g)(1.0)
+
+
+class InfiniteSlope(gradgen.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_values
+        return g * np.inf * x  # the true slope is 2 x
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy on sqrt(0) and sqrt(-h)
+def test_check_reports_non_finite_gradients_as_agreement_or_as_the_worst_mismatch():
+    report = gradgen.check(lambda x: np.sqrt(x), 0.0)  # inf, as sympy's derivative is there
+    assert report.results[0].max_abs_error == 0.0  # was nan, which no tolerance catches
+    with pytest.raises(gradgen.GradientMismatch, match="max abs error inf"):
+        gradgen.check(lambda x: InfiniteSlope.apply(x), 0.5)
