@@ -371,3 +371,17 @@ def test_check_reports_non_finite_gradients_as_agreement_or_as_the_worst_mismatc
     assert report.results[0].max_abs_error == 0.0  # was nan, which no tolerance catches
     with pytest.raises(gradgen.GradientMismatch, match="max abs error inf"):
         gradgen.check(lambda x: InfiniteSlope.apply(x), 0.5)
+
+
+def test_a_cotangent_that_is_not_real_is_refused():
+    _, pullback = gradgen.vjp(lambda x: x * 2.0, np.ones(3))
+    with pytest.raises(gradgen.GradgenError, match="cotangent 0 is complex"):
+        pullback(np.ones(3) * 1j)  # was: the imaginary part dropped, a zero gradient
+    with pytest.raises(gradgen.GradgenError, match="cotangent 0 is a str"):
+        pullback("1")
+    np.testing.assert_array_equal(pullback(np.ones(3, dtype=int))[0], [2.0, 2.0, 2.0])
+
+
+def test_check_refuses_a_negative_count_of_points():
+    with pytest.raises(gradgen.GradgenError, match="points must be a count"):
+        gradgen.check(lambda x: x * x, 1.0, points=-1)

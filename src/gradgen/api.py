@@ -529,7 +529,14 @@ class _Pullback:
                 f"{out_tree}", function_loc(self.fn),
                 "pass one cotangent per output, shaped like that output")
         for k, (leaf, out) in enumerate(zip(leaves, self.built.forward.outputs, strict=True)):
-            shape = np.shape(tracer_value(leaf))  # a cotangent may be traced (grad of vjp)
+            value = tracer_value(leaf)  # a cotangent may be traced (grad of vjp)
+            kind = np.asarray(value).dtype.kind
+            if kind not in "biuf":  # a complex one would lose its imaginary part silently
+                raise GradgenError(
+                    f"cotangent {k} is {_kind_of(value, kind)}, not a real number or array",
+                    function_loc(self.fn),
+                    "pass float cotangents, shaped like the outputs")
+            shape = np.shape(value)
             if shape != out.aval.shape:
                 raise GradgenError(
                     f"cotangent {k} has shape {shape}, but output {k} has shape "
@@ -544,6 +551,12 @@ class _Pullback:
         except (ArithmeticError, ValueError) as e:
             raise _runtime_error(e) from e
         return grads
+
+
+def _kind_of(value, kind: str) -> str:
+    if kind == "c":
+        return "complex"
+    return "None" if value is None else f"a {type(value).__name__}"
 
 
 def _like(value, out_ref):

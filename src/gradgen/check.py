@@ -83,6 +83,8 @@ def check(fn, *args, argnums=0, points: int = 5, rtol: float = 1e-7, atol: float
     from .api import _normalize_argnums, load_function
     from .build import Request, build
 
+    if not isinstance(points, int) or points < 0:
+        raise GradgenError(f"points must be a count of nearby points (0 or more), not {points!r}")
     nums, as_tuple = _normalize_argnums(argnums)
     built = build(fn, args, Request(nums, as_tuple))
     namespace = load_function(built, f"{built.fname}_grad")
