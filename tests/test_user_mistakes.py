@@ -385,3 +385,19 @@ def test_a_cotangent_that_is_not_real_is_refused():
 def test_check_refuses_a_negative_count_of_points():
     with pytest.raises(gradgen.GradgenError, match="points must be a count"):
         gradgen.check(lambda x: x * x, 1.0, points=-1)
+
+
+def branch_on_an_array(x):
+    if x > 0:
+        return np.sum(x)
+    return -np.sum(x)
+
+
+def test_branching_on_a_whole_array_names_the_line_and_the_fix():
+    with pytest.raises(gradgen.GradgenError) as info:
+        grad(branch_on_an_array)(np.ones(2))
+    message = str(info.value)
+    assert message.startswith(_where(branch_on_an_array, "if x > 0") + ": ")
+    assert "shape (2,) is ambiguous" in message and "np.where" in message
+    assert isinstance(info.value, ValueError)  # what NumPy raises for it, still catchable
+    assert grad(branch_on_an_array)(np.ones(1)) == 1.0  # one element: one decision, guarded

@@ -32,6 +32,11 @@ class GuardFailure(GradgenError):
     """A call left the control-flow path the code was traced on."""
 
 
+class AmbiguousCondition(GradgenError, ValueError):
+    """``if x > 0:`` on a traced array of several elements. Also a ValueError, as NumPy's
+    own error for it is, so code that catches that one still does."""
+
+
 class GradientMismatch(GradgenError, AssertionError):
     """A generated gradient disagrees with the symbolic or numerical reference."""
 

@@ -11,7 +11,7 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import GradgenError, UnsupportedOperation, scipy_hint
+from .errors import AmbiguousCondition, GradgenError, UnsupportedOperation, scipy_hint
 from .ir import (
     _NEXT_SERIAL,
     _PY_AVALS,
@@ -921,6 +921,12 @@ class Tracer:
     def __bool__(self):
         if self.is_constant:
             return bool(self.value)
+        if self.aval.size != 1:
+            raise AmbiguousCondition(
+                f"the truth value of a traced array of shape {self.shape} is ambiguous (`if`, "
+                "`while`, `and`, `or` and `not` need one True or False)", current_loc(),
+                "for a choice per element write np.where(condition, a, b); for one decision, "
+                "np.any(condition) or np.all(condition)")
         cond = self
         if self.dtype.kind != "b":  # truthiness of a number: the guard is `x != 0`
             cond = _op("ne")(self, 0)
