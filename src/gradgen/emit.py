@@ -226,6 +226,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     last_reader, again = survey.last_reader, survey.again
     # what unnamed values hold, for their names
     held = Held(graph.nodes, names, survey.user_names, survey.last_reader, survey.several)
+    held.taken = namer.taken
     liveness = _Liveness(graph, writes, has_writes, survey.avals)
     views = _SliceViews(graph, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
