@@ -104,10 +104,59 @@ def _holds_it(rename: Node, names: dict[Node, str], returned: bool) -> bool:
         and unversioned(held_as) == unversioned(rename.name))
 
 
-def _comment_for_group(loc) -> str:
+def _comment_for_group(loc, node: Node | None = None, name: str = "") -> str:
     text = loc.text()
     line = f"# {loc.short}  {text}" if text else f"# {loc.short}"
+    if (node is not None and text and node.op.name == "mul"
+            and node.inputs[0].node.op.name == "const"):  # (2 * t: few statements)
+        note = _both_sides(node, name, text)
+        if note:
+            line += f"  ({note})"
     return line if len(line) <= LINE_LIMIT - 4 else line[: LINE_LIMIT - 7] + "..."
+
+
+# x * x, t + t: the operators one name may stand on both sides of, as written (spaced or not)
+_OPERATORS = tuple(f"{space}{op}{space}" for space in (" ", "")
+                   for op in ("**", "//", "*", "+", "-", "/", "@", "%"))
+
+
+def _both_sides(node: Node, name: str, text: str) -> str:
+    """What a group's first statement owes to one value on both sides of an op: the
+    adjoint of ``x`` in ``y = x * x`` is ``2 * (grad_y * x)``, the two equal contributions
+    counted once (reverse's fused sum, or fold's ``t + t``). A reader who sees only the
+    ``2`` asks where it came from; the comment says, when the source shows it: ``x * x``
+    (x on both sides) or ``np.hypot(x, x)`` (x as both arguments). '' for anything else."""
+    if not name.startswith("grad_") or len(node.inputs) != 2:
+        return ""
+    factor, term = node.inputs[0].node, node.inputs[1].node
+    if factor.op.name != "const" or term.op.name == "const" or term.role == "fwd":
+        return ""
+    value = factor.attrs["value"]
+    if getattr(value, "shape", ()) != () or value != 2:
+        return ""
+    held = unversioned(name.removeprefix("grad_"))
+    if not held.isidentifier() or held not in text:
+        return ""
+    for operator in _OPERATORS:  # (string searches: no pattern compiled per name)
+        if _word_at(text, f"{held}{operator}{held}", before=".([") >= 0:
+            return f"{held} on both sides"
+    if f"({held}, {held})" in text or f"({held}, {held}," in text:
+        return f"{held} as both arguments"
+    return ""  # (the same value under two names, or inside a longer operand: not shown)
+
+
+def _word_at(text: str, word: str, start: int = 0, before: str = "") -> int:
+    """Where ``word`` first stands as a whole name in ``text`` from ``start`` (not part of a
+    longer name, nor an attribute: ``.x``; nor followed by a character of ``before``), or -1.
+    String searches, no regex: a pattern per name would be compiled per call."""
+    at = text.find(word, start)
+    while at >= 0:
+        end = at + len(word)
+        if not (at and (text[at - 1].isalnum() or text[at - 1] in "_.")) and not (
+                end < len(text) and (text[end].isalnum() or text[end] in "_" + before)):
+            return at
+        at = text.find(word, at + 1)
+    return -1
 
 
 def _fused_note(target: str, uses: tuple[str, ...]) -> str:
@@ -226,6 +275,7 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     last_reader, again = survey.last_reader, survey.again
     # what unnamed values hold, for their names
     held = Held(graph.nodes, names, survey.user_names, survey.last_reader, survey.several)
+    held.taken = namer.taken
     liveness = _Liveness(graph, writes, has_writes, survey.avals)
     views = _SliceViews(graph, namer,
                         enabled=target == "numpy" and "index_add" in op_names)
@@ -410,8 +460,10 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
                 emit_line(_fused_note(target, note))
             elif loc is not None and loc is not group_loc and (  # (a line's ops share its
                     group_loc is None or loc.line != group_loc.line or loc != group_loc):
-                emit_line(_comment_for_group(loc))  # loc; another line's is told apart by
-                group_loc = loc  # its number before SourceLoc's __eq__, a call in Python)
+                # loc; another line's is told apart by its number before SourceLoc's
+                # __eq__, a call in Python)
+                emit_line(_comment_for_group(loc, node, name))
+                group_loc = loc
         elif loc is not None:  # file:line, spelled once per source line (SourceLoc)
             if loc is not tail_loc:  # the statements of one line follow each other
                 tail_loc, tail = loc, f"  # {loc.short}"

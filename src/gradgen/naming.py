@@ -84,6 +84,7 @@ class Held:
         self._current: dict[int, Node] | None = None
         self._gradient: dict[Node, bool] = {}  # is_gradient's answers so far
         self.fallbacks: set[Node] = set()  # named by the line (h_part) or tmp
+        self.taken: set[str] = set()  # the names handed out (the emitter's Namer's)
 
     def current(self, node: Node) -> Node:
         """The graph's node under ``node``'s serial: ``node`` itself when the graph has it (it
@@ -182,7 +183,38 @@ def base_name(node: Node, names: dict[Node, str], output_name: str,
     into = held_name(reader, held, 1) if reader is not None else None
     if into is not None:
         return f"{into}_part"  # what goes into grad_lam (a sum of it, say)
-    return f"{prefix}tmp"
+    written = _written_on_line(node, held)
+    if written is None:
+        return f"{prefix}tmp"
+    if prefix and node.origin is not None and node.origin[0].name in _ONE_ARGUMENT:
+        for ref in node.inputs:  # what np.tanh's rule makes of grad_hs_row: its argument's
+            made = held.names.get(ref.node)  # adjoint, grad_hs_row_arg (as argument_name)
+            if made and ref.node in held.fallbacks and unversioned(made) == prefix + written:
+                return f"{made}_arg"
+    return f"{prefix}{written}"  # h[k] = h[k - 1] + x[k] * w: h_part, grad_h_part
+
+
+# ``h[k] = ...``, ``hs[t + 1] += ...``: the array a line writes into, and its index
+_WRITTEN = re.compile(r"([A-Za-z_]\w*)\[([^\]]*)\] *(?:[-+*/@%&|^]|//|\*\*)?= ")
+
+
+def _written_on_line(node: Node, held: Held) -> str | None:
+    """A value of a line that writes into an array, named as ``written_into`` names the
+    value written (``hs_row``, ``h_part``) when the array's write is no longer in the graph
+    (``f_grad`` needs the rows, not ``hs``) or the value is a part of it: the line's target
+    says more than ``tmp``. A row when a whole row is written (an index, no slice) and the
+    value is an array; else a part. None if that is a name the user's code binds."""
+    if node.loc is None:
+        return None
+    found = _WRITTEN.match(node.loc.text())
+    if found is None:
+        return None
+    array, index = found.groups()
+    row = node.avals[0].ndim >= 1 and ":" not in index and "," not in index
+    name = f"{array}_row" if row else f"{array}_part"
+    if node.role == "bwd" and name in held.taken:  # a forward h_part: grad_h_part is its
+        name = _clean(f"{array}_{index}")  # adjoint's, so this one is after h[k]: grad_h_k
+    return held.made(name)
 
 
 # --- names after what a value holds ---------------------------------------------------------
@@ -287,6 +319,8 @@ def _compose(op: str, operands: list[str]) -> str | None:
 
 
 _BINARY = frozenset(_INFIX) | {"matmul", "pow", "math_pow"}
+_ONE_ARGUMENT = _NAMED_CALLS - {"maximum", "minimum", "hypot", "logaddexp", "atan2", "outer",
+                                "solve"}
 
 
 def _has_number(name: str) -> bool:

@@ -11,7 +11,7 @@ def f_grad(x):
     grad_a = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
     grad_y = grad_a + grad_b * 2.0
-    # reused_value.py:5  y = x * x
+    # reused_value.py:5  y = x * x  (x on both sides)
     grad_x = 2.0 * (grad_y * x)
     return grad_x
 
@@ -28,6 +28,6 @@ def f_value_and_grad(x):
     grad_a = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
     grad_y = grad_a + grad_b * 2.0
-    # reused_value.py:5  y = x * x
+    # reused_value.py:5  y = x * x  (x on both sides)
     grad_x = 2.0 * (grad_y * x)
     return c, grad_x

@@ -187,6 +187,41 @@ def _last_reads(graph: Graph) -> dict[Node, int]:
     return last
 
 
+def _old_reads_first(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> Graph:
+    """The body with each carry's next value computed after the last statement that reads
+    its old value, where nothing in between stops it, so the value can be computed straight
+    into the carry's variable (_fixed_names): the pendulum's backward updated grad_theta
+    into grad_theta_1, then ``grad_dt += ... + grad_theta * omega_saved[t]`` read the old
+    one, then ``grad_theta = grad_theta_1`` copied it back, once per trip. The update moves
+    down past plain statements only: no write into an array, no loop, no other carry's next
+    value (each of those may rebind or change what the update's operands name), and none
+    reads the update. Its operands (inlined or named) then hold what they held."""
+    nodes = graph.nodes
+    next_values = {graph.outputs[k].node for k, _, _ in carries}
+    order = None
+    for k, _, old in carries:
+        out = graph.outputs[k].node
+        if old is None or not _is_statement(out) or out.op.name == "adjoint":
+            continue
+        current = order or nodes
+        at = current.index(out)
+        reading = {old}  # what holds a read of the old value (inlined where it is read)
+        last = at
+        for j, node in enumerate(current):
+            if j > at and any(ref.node is out for ref in node.inputs):
+                last = at  # the update is read in the body: it stays
+                break
+            if node is not out and any(ref.node in reading for ref in node.inputs):
+                reading.add(node)
+                last = max(last, j)
+        if last == at or any(
+                n in next_values or n.op.extra.get("statement") or n.op.extra.get("region")
+                for n in current[at + 1:last + 1]):
+            continue
+        order = [*current[:at], *current[at + 1:last + 1], out, *current[last + 1:]]
+    return graph if order is None else graph.with_nodes(order, graph.outputs)
+
+
 def _fixed_names(graph: Graph, carries: list[tuple[int, str, Node | None]]) -> dict[Node, str]:
     """Next-carry outputs that may be computed straight into their carry's variable
     (``h = np.tanh(W @ h + ...)``): ``carries`` holds (output position, variable, the input
@@ -709,8 +744,10 @@ class RegionWriter:
         carry_pairs = [(plan.wrt.index(c), adjoints[c]) for c in plan.carries]
         old = {plan.carries[i]: graph.inputs[b] for b, (kind, i) in enumerate(split.sources)
                if kind == "adjoint"}
-        preset = _fixed_names(graph, [(k, name, old.get(c)) for (k, name), c in
-                                      zip(carry_pairs, plan.carries, strict=True)])
+        carried = [(k, name, old.get(c)) for (k, name), c in
+                   zip(carry_pairs, plan.carries, strict=True)]
+        graph = _old_reads_first(graph, carried)
+        preset = _fixed_names(graph, carried)
         accumulate = {}
         reads = _last_reads(graph)
         output_nodes = [r.node for r in graph.outputs]
