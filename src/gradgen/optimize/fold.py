@@ -85,6 +85,52 @@ def _collapsed_view(node: Node) -> Node | None:
                 origin=node.origin)
 
 
+_SIGN_CARRIERS = ("mul", "div")
+_MAX_SIGN_DEPTH = 8  # how far down the left operands a second sign is looked for
+
+
+def _signs_cancelled(node: Node, new: Node, rw: Rewriter, readers: Readers,
+                     outputs: set[Node]) -> list[Node] | None:
+    """``-(-g * s / c * e)`` is ``g * s / c * e``: the same bits (rounding is symmetric in
+    the sign; see peephole.negated_path), two passes over an array fewer, and no ``-(-x)``
+    in the module (ruff's B002). What reverse mode writes for a sigmoid spelled out,
+    ``1 / (1 + np.exp(-x))``: the quotient's rule negates, the negation's rule negates back,
+    and reverse mode cannot cancel them as it builds (the quotient's adjoint is a value of
+    its own then; only here is it known to have no other reader). Only products and
+    quotients reverse mode made, each read by the next alone and none an output, so nothing
+    is computed twice and no adjoint the caller sees changes sign. Returns the new nodes,
+    the last one standing for ``node``, or None."""
+    if new.aval.dtype.kind != "f":
+        return None
+    path: list[Node] = []  # the products and quotients, outermost first (in the new graph)
+    upper, old, cur = node, node.inputs[0].node, new.inputs[0].node
+    while len(path) <= _MAX_SIGN_DEPTH:
+        if (cur.role != "bwd" or old in outputs or cur.avals[0].dtype.kind != "f"
+                or rw.resolve(old.out).node is not cur
+                or [r for r, _ in readers.of(old)] != [upper]):
+            return None
+        if cur.op.name == "neg":
+            break
+        if cur.op.name not in _SIGN_CARRIERS or cur.attrs or len(cur.inputs) != 2:
+            return None
+        path.append(cur)
+        upper, old, cur = old, old.inputs[0].node, cur.inputs[0].node
+    else:
+        return None
+    if not path:  # an array's -(-x) is x itself: _identity's, which knows about aliasing
+        return None
+    value = cur.inputs[0]
+    built = []
+    for step in reversed(path):
+        made = Node(step.op, (value, step.inputs[1]), {}, step.avals, step.loc, None,
+                    step.role, origin=step.origin)
+        built.append(made)
+        value = made.out
+    top = built[-1]
+    top.name, top.hint, top.grad_of, top.origin = new.name, new.hint, new.grad_of, new.origin
+    return built
+
+
 _VIEWS = ("transpose", "reshape")  # what _collapsed_view collapses
 _INPUT_OP = operator.attrgetter("node.op.name")  # read in C, per input
 _ONLY_CONST = {"const"}
@@ -132,7 +178,7 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node],
     if name in KEEP or node.op.n_out != 1:
         rw.keep(new)
         return
-    if not new.avals[0].shape and name not in BY_NAME:  # most nodes of scalar code
+    if not new.avals[0].shape and name not in BY_NAME and name != "neg":  # most scalar code
         for ref in new.inputs:
             kind = ref.node.op.name
             if kind in SPECIAL_INPUTS or (kind == "mul" and name in PRODUCTS
@@ -169,6 +215,11 @@ def _fold_node(node: Node, new: Node, rw: Rewriter, outputs: set[Node],
     if shed is not None:
         rw.add(shed)
         rw.replace(node, shed[-1].out)
+        return
+    cancelled = _signs_cancelled(node, new, rw, readers, outputs) if name == "neg" else None
+    if cancelled is not None:
+        rw.add(cancelled)
+        rw.replace(node, cancelled[-1].out)
         return
     inward = negation_inward(node, new, readers) if node.op.name == "neg" else None
     if inward is not None:

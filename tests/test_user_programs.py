@@ -1,0 +1,429 @@
+"""A new user's first real programs, each checked against central finite differences.
+
+Softmax and its stable forms, normalisation layers, attention, small networks and losses,
+recurrent cells, loops over buffers and slices, linear algebra, indexing and the Python
+around them (floats, 0-d arrays, float32, keyword arguments, closures, guards, a second shape).
+No other test writes these as a user would; each one found nothing wrong, or found a fix."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gradgen
+from tests.conftest import assert_gradient, numeric_grad
+
+RUFF = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
+
+
+# --- the programs, as a user writes them ---------------------------------------------------
+
+
+def softmax_ce(z):
+    m = np.max(z)
+    e = np.exp(z - m)
+    p = e / e.sum()
+    return -np.log(p[2])
+
+
+def log_softmax(z):
+    m = z.max(axis=-1, keepdims=True)
+    s = z - m
+    lse = np.log(np.sum(np.exp(s), axis=-1, keepdims=True))
+    return np.sum((s - lse) * np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+
+
+def logsumexp(x):
+    m = np.max(x)
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+def layer_norm(x, g, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    y = (x - mu) / np.sqrt(var + 1e-5) * g + b
+    return np.sum(y * y)
+
+
+def batch_norm(x):
+    mu = np.mean(x, axis=0)
+    var = np.var(x, axis=0)
+    xh = (x - mu) / np.sqrt(var + 1e-5)
+    return np.sum(np.sin(xh))
+
+
+def attention(Q, K, V):
+    d = Q.shape[-1]
+    s = Q @ K.T / np.sqrt(d)
+    s = s - s.max(axis=1, keepdims=True)
+    a = np.exp(s)
+    a = a / a.sum(axis=1, keepdims=True)
+    return np.sum((a @ V) ** 2)
+
+
+def logreg(w, X, y):
+    z = X @ w
+    return np.mean(np.logaddexp(0.0, -y * z))
+
+
+def huber(r):
+    a = np.abs(r)
+    return np.sum(np.where(a < 1.0, 0.5 * r**2, a - 0.5))
+
+
+def hinge(w, X, y):
+    return np.mean(np.maximum(0.0, 1.0 - y * (X @ w))) + 0.1 * w.dot(w)
+
+
+def sigmoid_sum(x):
+    return np.sum(1 / (1 + np.exp(-x)))
+
+
+def gru_cell(x, h, Wz, Wr, Wh):
+    xh = np.concatenate([x, h])
+    z = 1.0 / (1.0 + np.exp(-(Wz @ xh)))
+    r = 1.0 / (1.0 + np.exp(-(Wr @ xh)))
+    hc = np.tanh(Wh @ np.concatenate([x, r * h]))
+    hn = (1 - z) * h + z * hc
+    return np.sum(hn**2)
+
+
+def lstm_cell(x, h, c, W):
+    gates = W @ np.concatenate([x, h])
+    i, f, o, g = np.split(gates, 4)
+    i = 1 / (1 + np.exp(-i))
+    f = 1 / (1 + np.exp(-f))
+    o = 1 / (1 + np.exp(-o))
+    c2 = f * c + i * np.tanh(g)
+    h2 = o * np.tanh(c2)
+    return h2.sum() + c2.sum()
+
+
+def rnn_buffer(W, xs):
+    T = xs.shape[0]
+    n = W.shape[0]
+    h = np.zeros((T + 1, n))
+    for t in range(T):
+        h[t + 1] = np.tanh(W @ h[t] + xs[t])
+    return np.sum(h[-1] ** 2)
+
+
+def conv1d(x, k):
+    n = len(x) - len(k) + 1
+    out = []
+    for i in range(n):
+        out.append(np.sum(x[i : i + len(k)] * k))
+    return np.sum(np.array(out) ** 2)
+
+
+def moving_average(x):
+    c = np.cumsum(x)
+    w = 3
+    ma = (c[w:] - c[:-w]) / w
+    return np.sum(ma**2)
+
+
+def horner(x):
+    coeffs = [1.0, -2.0, 0.5, 3.0]
+    acc = 0.0
+    i = 0
+    while i < len(coeffs):
+        acc = acc * x + coeffs[i]
+        i += 1
+    return acc
+
+
+def gauss_nll(mu, log_sigma, x):
+    sigma = np.exp(log_sigma)
+    return np.sum(0.5 * ((x - mu) / sigma) ** 2 + log_sigma + 0.5 * np.log(2 * np.pi))
+
+
+def physics(p, v):
+    dt = 0.1
+    for _ in range(5):
+        v = v - dt * 9.81 * np.sin(p)
+        v = np.clip(v, -1.0, 1.0)
+        p = p + dt * v
+    return np.sum(p**2)
+
+
+def methods(x):
+    a = x.sum(axis=0, keepdims=True)
+    b = x.mean()
+    c = x.T.reshape(-1).dot(x.ravel())
+    d = x.max(axis=1)
+    e = x.clip(-0.5, 0.5)
+    return a.sum() * b + c + d.sum() + e.sum() + x.std() + x.var(axis=0).sum() + x.prod()
+
+
+def stack_split(x, y):
+    s = np.stack([x, y], axis=1)
+    a, b = np.split(s, 2, axis=0)
+    c = np.vstack([a, b * 2]).sum(axis=0)
+    return np.sum(c * np.hstack([x[:1], y[:1]]))
+
+
+def linalg(A, b):
+    xs = np.linalg.solve(A, b)
+    Ai = np.linalg.inv(A)
+    return np.linalg.norm(xs) + np.linalg.det(A) + np.trace(Ai) + np.linalg.norm(A, "fro")
+
+
+def decompositions(A):
+    S = A @ A.T + np.eye(3)
+    _, logdet = np.linalg.slogdet(S)
+    w, _ = np.linalg.eigh(S)
+    return logdet + np.sum(w**2) + np.sum(np.linalg.svd(A, compute_uv=False))
+
+
+def einsum_traces(A, B):
+    C = np.einsum("ij,jk->ik", A, B)
+    return np.einsum("ii->", C) + np.einsum("ij,ij->", A, A)
+
+
+def fancy(x):
+    idx = np.array([0, 2, 2, 4])
+    m = x > 0
+    return np.sum(x[idx] ** 2) + np.sum(x[m] * 3) + x[[1, 3]].prod()
+
+
+def argmax_pick(x):
+    i = np.argmax(x)
+    rows = x.reshape(2, 3)
+    best = np.take_along_axis(rows, np.argmax(rows, axis=1)[:, None], axis=1)
+    return x[i] * 2 + best.sum()
+
+
+def shape_ops(x):
+    y = np.expand_dims(x, 0)
+    z = np.broadcast_to(y, (3, 4))
+    t = np.tile(x, 2) + np.repeat(x, 2)
+    return np.sum(z * np.squeeze(y)) + np.sum(t**2) + np.sum(x[None, :] * x[:, None]) + x[..., 0]
+
+
+def builtins_on_arrays(x):
+    s = sum(x)
+    m = max(x[0], x[1])
+    a = abs(x[2])
+    return s + m * a + pow(x[3], 3) + min(x)
+
+
+def buffer_like(x):
+    out = np.zeros_like(x)
+    for i in range(len(x)):
+        out[i] = x[i] * (i + 1)
+    out[1:] += out[:-1]
+    return np.sum(out**2)
+
+
+def norms(X):
+    return (np.sum(np.linalg.norm(X, axis=1)) + np.linalg.norm(X[0], ord=1)
+            + np.linalg.norm(X, ord=np.inf))
+
+
+def weighted_mean(x, w):
+    return np.average(x, weights=w) + np.mean(x, where=x > 0)
+
+
+def batched(A, B):
+    return (np.sum(np.matmul(A, B) ** 2) + np.sum(np.swapaxes(A, 1, 2) ** 3)
+            + np.sum(np.moveaxis(A, 0, -1)[..., 0]))
+
+
+def tanh_f32(x):
+    return np.sum(np.tanh(x) * x)
+
+
+def zero_d(x):
+    return np.sin(x) * np.exp(x)
+
+
+def python_floats(x, y):
+    return math.atan2(y, x) + math.hypot(x, y) + x**2.5
+
+
+def ridge(w, X, *, lam=0.1):
+    return np.sum((X @ w) ** 2) + lam * np.sum(w**2)
+
+
+def make_closure():
+    A = np.arange(9.0).reshape(3, 3) / 10
+
+    def closed(x):
+        return np.sum((A @ x) ** 2)
+
+    return closed
+
+
+closed_over_array = make_closure()
+
+
+def guarded(x):
+    if x.sum() > 0:
+        return np.sum(x**2)
+    return np.sum(np.abs(x))
+
+
+def early_return(x):
+    s = np.sum(x)
+    if s < -100:
+        return 0.0
+    return s * s
+
+
+def mlp(params, X, y):
+    h = np.tanh(X @ params["W1"] + params["b1"])
+    logits = h @ params["W2"] + params["b2"]
+    logits = logits - logits.max(axis=1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    return -np.mean(logp[np.arange(len(y)), y])
+
+
+# --- the arguments ---------------------------------------------------------------------------
+
+
+def _programs():
+    rng = np.random.default_rng(7)
+
+    def r(*shape):
+        return rng.standard_normal(shape)
+
+    labels = np.sign(r(8))
+    return [
+        (softmax_ce, (r(5),), 0),
+        (log_softmax, (r(2, 3),), 0),
+        (logsumexp, (r(6),), 0),
+        (layer_norm, (r(3, 4), r(4), r(4)), (0, 1, 2)),
+        (batch_norm, (r(5, 3),), 0),
+        (attention, (r(4, 3), r(5, 3), r(5, 2)), (0, 1, 2)),
+        (logreg, (r(3), r(8, 3), labels), 0),
+        (huber, (r(7) * 2,), 0),
+        (hinge, (r(3), r(8, 3), labels), 0),
+        (sigmoid_sum, (r(4),), 0),
+        (gru_cell, (r(2), r(3), r(3, 5), r(3, 5), r(3, 5)), (0, 1, 2, 3, 4)),
+        (lstm_cell, (r(2), r(3), r(3), r(12, 5)), (0, 1, 2, 3)),
+        (rnn_buffer, (r(3, 3) * 0.5, r(6, 3)), (0, 1)),
+        (conv1d, (r(8), r(3)), (0, 1)),
+        (moving_average, (r(8),), 0),
+        (horner, (0.7,), 0),
+        (gauss_nll, (r(4), r(4) * 0.3, r(4)), (0, 1, 2)),
+        (physics, (r(3), r(3) * 0.5), (0, 1)),
+        (methods, (r(3, 4),), 0),
+        (stack_split, (r(4), r(4)), (0, 1)),
+        (linalg, (r(3, 3) + 3 * np.eye(3), r(3)), (0, 1)),
+        (decompositions, (r(3, 3),), 0),
+        (einsum_traces, (r(3, 3), r(3, 3)), (0, 1)),
+        (fancy, (r(6),), 0),
+        (argmax_pick, (r(6),), 0),
+        (shape_ops, (r(4),), 0),
+        (builtins_on_arrays, (r(4),), 0),
+        (buffer_like, (r(4),), 0),
+        (norms, (r(3, 4),), 0),
+        (weighted_mean, (np.array([0.5, -1.0, 2.0, 0.3, -0.2]), np.abs(r(5)) + 0.5), (0, 1)),
+        (batched, (r(2, 3, 4), r(2, 4, 3)), (0, 1)),
+        (zero_d, (np.array(0.3),), 0),
+        (python_floats, (1.3, 0.4), (0, 1)),
+        (closed_over_array, (r(3),), 0),
+        (guarded, (r(4),), 0),
+        (early_return, (r(4),), 0),
+    ]
+
+
+PROGRAMS = _programs()
+IDS = [f.__name__ for f, _, _ in PROGRAMS]
+
+
+@pytest.mark.parametrize(("f", "args", "argnums"), PROGRAMS, ids=IDS)
+def test_the_gradient_matches_finite_differences(f, args, argnums):
+    # and the emitted module gives the same value and gradient (assert_gradient)
+    assert_gradient(f, *args, argnums=argnums, rtol=1e-6)
+
+
+@pytest.mark.skipif(RUFF is None, reason="ruff is not installed")
+def test_the_emitted_modules_pass_a_default_ruff_check(tmp_path):
+    # ruff's default rules, which grow with its versions (B002 flags `-(-x)`)
+    for f, args, argnums in PROGRAMS:
+        (tmp_path / f"{f.__name__}.py").write_text(gradgen.emit(f, *args, argnums=argnums))
+    result = subprocess.run([RUFF, "check", "--isolated", "--no-cache", "--line-length", "100",
+                             "--output-format", "concise", "."], cwd=tmp_path,
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("f", [sigmoid_sum, gru_cell, lstm_cell])
+def test_a_sigmoid_written_out_has_no_double_negation(f):
+    args = next(args for g, args, _ in PROGRAMS if g is f)
+    source = gradgen.emit(f, *args, argnums=tuple(range(len(args))))
+    assert "-(-" not in source
+
+
+def test_a_params_dict_gets_a_dict_of_gradients():
+    rng = np.random.default_rng(3)
+    params = {"W1": rng.standard_normal((4, 5)) * 0.5, "b1": rng.standard_normal(5) * 0.1,
+              "W2": rng.standard_normal((5, 3)) * 0.5, "b2": rng.standard_normal(3) * 0.1}
+    X, y = rng.standard_normal((6, 4)), np.array([0, 2, 1, 1, 0, 2])
+    grads = gradgen.grad(mlp)(params, X, y)
+    assert list(grads) == list(params)
+    for key, value in params.items():
+
+        def by_key(v, key=key):
+            return mlp({**params, key: v}, X, y)
+
+        np.testing.assert_allclose(grads[key], numeric_grad(by_key, [value]), rtol=1e-6,
+                                   atol=1e-8)
+
+
+def test_float32_in_float32_out():
+    x = np.array([0.3, -1.2, 2.0], dtype=np.float32)
+    g = gradgen.grad(tanh_f32)(x)
+    assert g.dtype == np.float32
+    expected = np.tanh(x.astype(np.float64)) + x / np.cosh(x.astype(np.float64)) ** 2
+    np.testing.assert_allclose(g, expected, rtol=1e-5)
+
+
+def test_keyword_arguments_are_constants_of_the_trace():
+    rng = np.random.default_rng(4)
+    w, X = rng.standard_normal(3), rng.standard_normal((5, 3))
+    dridge = gradgen.grad(ridge)
+    for lam in (0.1, 2.0):
+        np.testing.assert_allclose(dridge(w, X, lam=lam), 2 * X.T @ (X @ w) + 2 * lam * w,
+                                   rtol=1e-12)
+
+
+def test_both_sides_of_a_guard_and_a_second_shape():
+    dguarded = gradgen.grad(guarded)
+    up, down = np.array([1.0, -0.5, 2.0]), np.array([-1.0, 0.5, -2.0])
+    np.testing.assert_array_equal(dguarded(up), 2 * up)
+    np.testing.assert_array_equal(dguarded(down), np.sign(down))
+    longer = np.linspace(-1.0, 3.0, 7)
+    np.testing.assert_array_equal(dguarded(longer), 2 * longer)
+
+
+def sigmoid_named(x):
+    u = 1 + np.exp(-x)
+    return np.sum(1 / u)
+
+
+@pytest.mark.parametrize("x", [np.array([0.3, -1.2, 2.0]), 0.7], ids=["array", "float"])
+def test_an_adjoint_asked_for_keeps_its_sign_where_the_signs_cancel(x):
+    # grad_u = -1 / u**2 is a value of its own here: the signs around it do not cancel
+    g, adjoints = gradgen.grad(sigmoid_named, intermediates=("u",))(x)
+    u = 1 + np.exp(-np.asarray(x))
+    np.testing.assert_allclose(adjoints["u"], -1 / u**2, rtol=1e-12)
+    np.testing.assert_allclose(g, np.exp(-np.asarray(x)) / u**2, rtol=1e-12)
+
+
+def test_the_cancelled_signs_give_the_same_bits():
+    x = np.linspace(-30.0, 30.0, 101)
+    e = np.exp(-x)
+    u = 1 + e
+    np.testing.assert_array_equal(gradgen.grad(sigmoid_sum)(x), -(-1.0 * (1 / u) / u * e))
+    s = 1 / (1 + math.exp(-0.25))  # and the second derivative, through the same rewrite
+    np.testing.assert_allclose(gradgen.grad(gradgen.grad(sigmoid_sum))(0.25),
+                               s * (1 - s) * (1 - 2 * s), rtol=1e-12)
