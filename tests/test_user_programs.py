@@ -427,3 +427,16 @@ def test_the_cancelled_signs_give_the_same_bits():
     s = 1 / (1 + math.exp(-0.25))  # and the second derivative, through the same rewrite
     np.testing.assert_allclose(gradgen.grad(gradgen.grad(sigmoid_sum))(0.25),
                                s * (1 - s) * (1 - 2 * s), rtol=1e-12)
+
+
+def index_from_a_float(x):
+    i = int(x[0] * 3)  # a NumPy float: np.trunc keeps its dtype
+    return x[i] ** 2 + np.sum(x) * int(x[1])
+
+
+def test_int_of_a_numpy_float_is_locally_constant():
+    # was a TypeError ("a traced float64 value cannot be used as an index") from inside int()
+    dindex = gradgen.grad(index_from_a_float)
+    np.testing.assert_array_equal(dindex(np.array([0.5, 1.0, 2.0])), [1.0, 3.0, 1.0])
+    np.testing.assert_array_equal(dindex(np.array([0.1, 2.5, 2.0])), [2.2, 2.0, 2.0])
+    np.testing.assert_array_equal(dindex(np.array([0.9, -1.5, 2.0])), [-1.0, -1.0, 3.0])

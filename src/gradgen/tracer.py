@@ -917,6 +917,8 @@ class Tracer:
         if self.dtype.kind in "iub":
             return self.__index__()
         truncated = _op("trunc")(self)
+        if truncated.dtype.kind == "f":  # np.trunc keeps a NumPy float's dtype
+            truncated = truncated.astype(np.int64)
         return truncated.__index__()
 
     def __float__(self):
