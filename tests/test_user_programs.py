@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import gradgen
-from tests.conftest import assert_gradient, numeric_grad
+from tests.conftest import assert_gradient, numeric_grad, run_emitted
 
 RUFF = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
 
@@ -440,3 +440,41 @@ def test_int_of_a_numpy_float_is_locally_constant():
     np.testing.assert_array_equal(dindex(np.array([0.5, 1.0, 2.0])), [1.0, 3.0, 1.0])
     np.testing.assert_array_equal(dindex(np.array([0.1, 2.5, 2.0])), [2.2, 2.0, 2.0])
     np.testing.assert_array_equal(dindex(np.array([0.9, -1.5, 2.0])), [-1.0, -1.0, 3.0])
+
+
+# --- arguments that are constants of the trace ---------------------------------------------
+
+
+def by_mode(x, mode):
+    if mode == "squares":
+        return np.sum(x**2)
+    return np.sum(x)
+
+
+def by_mask(x, mask):
+    if mask is None:
+        return np.sum(x**2)
+    return np.sum(x[mask] ** 3)
+
+
+@pytest.mark.parametrize(("f", "traced", "other"), [(by_mode, "squares", "plain"),
+                                                    (by_mask, None, np.array([0, 1]))],
+                         ids=["str", "None"])
+def test_a_module_checks_the_constants_it_was_traced_with(f, traced, other, tmp_path):
+    # The module takes `mode` and never reads it: called with another value it gave the
+    # traced branch's gradient (2 * x for "plain"), where gradgen.grad retraces.
+    x = np.array([1.0, -2.0, 3.0])
+    source = gradgen.emit(f, x, traced)
+    module = run_emitted(source)
+    np.testing.assert_array_equal(module[f"{f.__name__}_grad"](x, traced), 2 * x)
+    with pytest.raises(Exception, match=r"traced where `(mode == \"squares\"|mask is None)`"):
+        module[f"{f.__name__}_grad"](x, other)
+    assert not np.array_equal(gradgen.grad(f)(x, other), 2 * x)
+    assert "Valid on the traced path" in source
+    if RUFF is not None:
+        (tmp_path / "m.py").write_text(source)
+        for command in (["check"], ["format", "--check"]):
+            result = subprocess.run([RUFF, *command, "--isolated", "--no-cache",
+                                     "--line-length", "100", "m.py"], cwd=tmp_path,
+                                    capture_output=True, text=True, check=False)
+            assert result.returncode == 0, result.stdout + result.stderr
