@@ -457,19 +457,30 @@ def by_mask(x, mask):
     return np.sum(x[mask] ** 3)
 
 
+def by_activation(x, act):
+    return np.sum(act(x) * x)
+
+
+def relu(t):
+    return np.maximum(t, 0.0)
+
+
 @pytest.mark.parametrize(("f", "traced", "other"), [(by_mode, "squares", "plain"),
-                                                    (by_mask, None, np.array([0, 1]))],
-                         ids=["str", "None"])
+                                                    (by_mask, None, np.array([0, 1])),
+                                                    (by_activation, relu, np.tanh)],
+                         ids=["str", "None", "function"])
 def test_a_module_checks_the_constants_it_was_traced_with(f, traced, other, tmp_path):
     # The module takes `mode` and never reads it: called with another value it gave the
     # traced branch's gradient (2 * x for "plain"), where gradgen.grad retraces.
     x = np.array([1.0, -2.0, 3.0])
     source = gradgen.emit(f, x, traced)
     module = run_emitted(source)
-    np.testing.assert_array_equal(module[f"{f.__name__}_grad"](x, traced), 2 * x)
-    with pytest.raises(Exception, match=r"traced where `(mode == \"squares\"|mask is None)`"):
+    on_path = gradgen.grad(f)(x, traced)
+    np.testing.assert_array_equal(module[f"{f.__name__}_grad"](x, traced), on_path)
+    with pytest.raises(Exception, match=r"traced where `(mode == \"squares\"|mask is None|"
+                                        r"act.__name__ == \"relu\")`"):
         module[f"{f.__name__}_grad"](x, other)
-    assert not np.array_equal(gradgen.grad(f)(x, other), 2 * x)
+    assert not np.allclose(gradgen.grad(f)(x, other), on_path)  # (what it returned)
     assert "Valid on the traced path" in source
     if RUFF is not None:
         (tmp_path / "m.py").write_text(source)
@@ -478,3 +489,10 @@ def test_a_module_checks_the_constants_it_was_traced_with(f, traced, other, tmp_
                                      "--line-length", "100", "m.py"], cwd=tmp_path,
                                     capture_output=True, text=True, check=False)
             assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_function_argument_is_named_by_its_name_not_its_address():
+    # the header and docstrings showed `act=<function relu at 0x7f...>`: new bytes every run
+    source = gradgen.emit(by_activation, np.array([1.0, 2.0]), relu)
+    assert "act=relu" in source and " at 0x" not in source
+    assert "act=np.tanh" in gradgen.emit(by_activation, np.array([1.0, 2.0]), np.tanh)

@@ -7,6 +7,7 @@ import functools
 import gc
 import hashlib
 import inspect
+import math
 import os
 from dataclasses import dataclass
 from itertools import compress, repeat
@@ -199,9 +200,22 @@ def _short_repr(value) -> str:
             try:
                 texts.append(str(aval_of(leaf)))
             except TypeError:
-                texts.append(repr(leaf))
+                texts.append(_constant_text(leaf))
         return format_structure(tree, texts).replace('"', "'")
-    return repr(value)
+    return _constant_text(value)
+
+
+def _constant_text(value) -> str:
+    """A constant of the trace as the header and docstrings show it, the same on every run:
+    a function by its name (``np.tanh``, ``relu``), never its repr's memory address."""
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    if callable(value) and isinstance(name, str):
+        for module, prefix in ((np, "np."), (math, "math.")):
+            if getattr(module, name, None) is value:
+                return prefix + name
+        return name
+    text = repr(value)
+    return f"<{type(value).__name__} object>" if " at 0x" in text else text
 
 
 def display_path(fn) -> str:
@@ -521,14 +535,21 @@ def _static_checks(leaves, names, trees, loc) -> tuple:
     it still has its traced value (``if mode != 'sq': raise GuardFailure``): code that
     branched on it (``if mode == "sq":``, ``if mask is None:``) would otherwise give the
     traced branch's gradient for another value. (The decorator keys its cache on them.)
-    Other constants (a function, an enum) have no literal to compare with."""
+    A function (``act=np.tanh``) is checked by its name, ``act.__name__ == "tanh"``: what
+    the module can say about it without importing it. Other constants (an enum, an object)
+    have no literal to compare with."""
     checks = []
     for leaf in leaves:
         value = leaf.value
-        if value is None or type(value) is str:
+        name = getattr(value, "__name__", None) if callable(value) else None
+        if value is None or type(value) is str or type(name) is str:
             where = (names[leaf.arg] if trees[leaf.arg] is LEAF
                      else _access(names[leaf.arg], leaf.path))
-            if value is None:
+            if name is not None:
+                text = string_literal(name)
+                checks.append((f"{where}.__name__ == {text}",
+                               f'getattr({where}, "__name__", None) != {text}', loc))
+            elif value is None:
                 checks.append((f"{where} is None", f"{where} is not None", loc))
             else:
                 text = string_literal(value)  # ruff's quotes, where they say the same
