@@ -1070,9 +1070,9 @@ class Tracer:
         return np.transpose(self, tuple(axes) if axes else None)
 
     def flatten(self, order="C"):
-        if order != "C":
+        if order not in ("C", "F"):
             raise _unsupported(f".flatten(order={order!r}) of a traced value")
-        return _op("copy")(np.reshape(self, (self.size,)))  # a copy, never a view
+        return _op("copy")(np.reshape(self, (self.size,), order=order))  # never a view
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         dtype = np.dtype(dtype)
