@@ -515,3 +515,19 @@ def test_a_partial_is_named_and_located_by_its_function():
     assert "unavailable" not in header[2]
     module = run_emitted(source)
     np.testing.assert_allclose(module["scaled_sine_grad"](x), 3 * np.cos(x), rtol=1e-15)
+
+
+def test_a_negated_sum_is_written_as_a_subtraction():
+    # np.sum(-g, axis=0) + grad_out was a pass over g to negate it, then the sum
+    rng = np.random.default_rng(8)
+    source = gradgen.emit(logsumexp, rng.standard_normal(6))
+    assert "grad_m = grad_out - np.sum(" in source and "np.sum(-" not in source
+    source = gradgen.emit(layer_norm, rng.standard_normal((3, 4)), rng.standard_normal(4),
+                          rng.standard_normal(4), argnums=(0, 1, 2))
+    assert "np.sum(-" not in source and "-np.sum(" in source
+    # the premise: pairwise summation of negated terms is the negated sum, bit for bit
+    for shape, axis in (((1000,), 0), ((7, 129), 1), ((3, 5, 64), (0, 2))):
+        g = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, shape)
+        np.testing.assert_array_equal(np.sum(-g, axis=axis), -np.sum(g, axis=axis))
+        g32 = g.astype(np.float32)
+        np.testing.assert_array_equal(np.sum(-g32, axis=axis), -np.sum(g32, axis=axis))
