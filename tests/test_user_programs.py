@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gradgen
-from tests.conftest import assert_gradient, numeric_grad, run_emitted
+from tests.conftest import assert_gradient, numeric_grad, run_emitted, run_gradgen
 
 RUFF = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
 
@@ -531,3 +531,39 @@ def test_a_negated_sum_is_written_as_a_subtraction():
         np.testing.assert_array_equal(np.sum(-g, axis=axis), -np.sum(g, axis=axis))
         g32 = g.astype(np.float32)
         np.testing.assert_array_equal(np.sum(-g32, axis=axis), -np.sum(g32, axis=axis))
+
+
+DECORATED = '''import numpy as np
+
+import gradgen
+
+
+@gradgen.grad
+def f(x):
+    return np.sum(np.sin(x) ** 2)
+
+
+@gradgen.value_and_grad(argnums=(0, 1))
+def g(w, b, x):
+    return np.sum(np.tanh(w * x + b))
+'''
+
+
+def test_the_cli_emits_the_gradient_of_a_decorated_function(tmp_path):
+    # `gradgen emit model.py:f` of an @gradgen.grad function traced the decorator's callable
+    # ("f returned a value of shape (3,), not a scalar"); now its function, with its argnums
+    (tmp_path / "model.py").write_text(DECORATED)
+    result = run_gradgen("emit", "model.py:f", "--args", "(np.ones(3),)", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    x = np.array([0.3, -1.0, 2.0])
+    np.testing.assert_allclose(run_emitted(result.stdout)["f_grad"](x), np.sin(2 * x),
+                               rtol=1e-14)
+    result = run_gradgen("emit", "model.py:g", "--args", "(np.ones(3), 0.5, np.ones(3))",
+                         cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert '--args "(np.ones(3), 0.5, np.ones(3))" --argnums 0,1' in result.stdout
+    w, b = np.array([0.1, 0.2, 0.3]), 0.5
+    dw, db = run_emitted(result.stdout)["g_grad"](w, b, x)
+    t = np.tanh(w * x + b)
+    np.testing.assert_allclose(dw, (1 - t**2) * x, rtol=1e-13)
+    np.testing.assert_allclose(db, np.sum(1 - t**2), rtol=1e-13)
