@@ -567,3 +567,20 @@ def test_the_cli_emits_the_gradient_of_a_decorated_function(tmp_path):
     t = np.tanh(w * x + b)
     np.testing.assert_allclose(dw, (1 - t**2) * x, rtol=1e-13)
     np.testing.assert_allclose(db, np.sum(1 - t**2), rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "softmax_ce", "layer_norm", "lstm_cell",
+                                  "physics", "sigmoid_sum"])
+def test_second_order_matches_differences_of_the_gradient(name):
+    f, args, argnums = next(p for p in PROGRAMS if p[0].__name__ == name)
+    first = argnums[0] if isinstance(argnums, tuple) else argnums
+    x, v = args[first], np.random.default_rng(5).standard_normal(np.shape(args[first]))
+
+    def at(y):
+        return [*args[:first], y, *args[first + 1:]]
+
+    df = gradgen.grad(f, argnums=first)
+    hvp = gradgen.grad(lambda y: np.sum(df(*at(y)) * v))(x)
+    eps = 1e-5
+    ref = (df(*at(x + eps * v)) - df(*at(x - eps * v))) / (2 * eps)
+    np.testing.assert_allclose(hvp, ref, rtol=1e-5, atol=1e-6)
