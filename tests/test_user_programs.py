@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import gradgen
-from tests.conftest import assert_gradient, numeric_grad, run_emitted, run_gradgen
-
-RUFF = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
-
+from tests.conftest import RUFF, assert_gradient, numeric_grad, run_emitted, run_gradgen
 
 # --- the programs, as a user writes them ---------------------------------------------------
 

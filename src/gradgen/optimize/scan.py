@@ -14,7 +14,7 @@ KEEP = {"input", "const", "seed", "guard", "adjoint", "copy"}
 PRODUCTS = ("mul", "div")  # what fold's seed_outward sheds the seed from
 # A scalar node may be rewritten by fold only when its op is one of these, or when it reads
 # one of the SPECIAL_INPUTS (a constant, the seed, -x, a broadcast), or when it is a sum of
-# a value with itself, or a negation of a product or a quotient (-(-g * s)).
+# a value with itself.
 BY_NAME = {"transpose", "stack", "reshape", "broadcast_to", "cast"}
 SPECIAL_INPUTS = {"const", "seed", "neg", "broadcast_to"}
 WEIGHTY = {"const", "broadcast_to"}  # what a rewrite of more than -(-x) needs among them
@@ -93,8 +93,7 @@ def scan(graph: Graph) -> Scan:
                     foldable.add(node)
             elif may_fold_scalar(node, units):
                 foldable.add(node)
-        elif (name == "add_n" and len(ins) == 2 and ins[0] == ins[1]
-              or name == "neg" and ins[0][0].op.name in PRODUCTS):  # t + t; -(-g * s)
+        elif name == "add_n" and len(ins) == 2 and ins[0] == ins[1]:
             foldable.add(node)
     duplicates = keys_wanted and (len(set(plain)) != len(plain) or len(set(keyed)) != len(keyed))
     found = Scan(list(nodes), set(names), duplicates, foldable, nested_sums)
