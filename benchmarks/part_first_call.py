@@ -92,34 +92,53 @@ def _describe_failure(error: BaseException) -> str:
     return f"{type(error).__name__}{where}: {str(error)[:120]}"
 
 
+def spread_rounds(rows: list[Size], repeats: dict[int, int]) -> list[Size]:
+    """The order to run every row's rounds in, so each row's rounds are spread evenly over the
+    whole run rather than packed at its start. This machine's speed drifts by up to ~1.6x over
+    minutes; packed rounds gave 1e2 (15 rounds of ~10 ms, 13 of them after the last 1e5 round) one
+    moment's speed and 1e5 another's, so "flat" compared moments, not sizes. Each step runs the
+    row furthest behind its even share (round k of R due at (k + 1/2) / R of the run), a round
+    costing about its op count."""
+    total = sum(repeats[row.n_ops] * row.n_ops for row in rows)
+    done = dict.fromkeys(range(len(rows)), 0)
+    elapsed, order = 0, []
+    while any(done[i] < repeats[row.n_ops] for i, row in enumerate(rows)):
+        behind = max((i for i, row in enumerate(rows) if done[i] < repeats[row.n_ops]),
+                     key=lambda i: (elapsed / total - (done[i] + 0.5) / repeats[rows[i].n_ops], -i))
+        order.append(rows[behind])
+        done[behind] += 1
+        elapsed += rows[behind].n_ops
+    return order
+
+
 def measure(ctx: Context, sizes: list[int], repeats: dict[int, int]) -> list[Size]:
     fresh = FreshModules()
     rows = [Size(kind, n) for kind in ("unrolled", "loop") for n in sizes]
     with stages.StageTimer() as timer:
         for kind in ("unrolled", "loop"):  # imports, op tables: not per-op costs
             gradgen.grad(fresh.load(kind, 20).f, argnums=ARGNUMS)(*POINT)
-        for r in range(max(repeats.values())):
-            for row in rows:
-                if r >= repeats[row.n_ops] or row.failure:
-                    continue
-                f = fresh.load(row.kind, row.n_ops).f
-                gc.collect()
-                timer.reset()
-                try:
-                    t0 = time.perf_counter()
-                    df = gradgen.grad(f, argnums=ARGNUMS)
-                    df(*POINT)
-                    wall = time.perf_counter() - t0
-                    # Dropped once the clock has stopped: freeing the function and everything
-                    # its build keeps is not part of a first call (a user keeps df).
-                    del df
-                except Exception as e:  # noqa: BLE001 - a gradgen failure is a result
-                    row.failure = _describe_failure(e)
-                    ctx.log(f"first call: {row.kind} {row.n_ops} ops FAILED: {row.failure}")
-                    continue
-                row.runs.append((wall, timer.split(wall)))
-                ctx.log(f"first call: {row.kind} {row.n_ops:,} ops, round {r + 1}: "
-                        f"{fmt_time(wall)} ({wall / row.n_ops * 1e6:,.0f} µs/op)")
+        for row in spread_rounds(rows, repeats):
+            if row.failure:
+                continue
+            r = len(row.runs)
+            f = fresh.load(row.kind, row.n_ops).f
+            gc.collect()
+            timer.reset()
+            try:
+                t0 = time.perf_counter()
+                df = gradgen.grad(f, argnums=ARGNUMS)
+                df(*POINT)
+                wall = time.perf_counter() - t0
+                # Dropped once the clock has stopped: freeing the function and everything
+                # its build keeps is not part of a first call (a user keeps df).
+                del df
+            except Exception as e:  # noqa: BLE001 - a gradgen failure is a result
+                row.failure = _describe_failure(e)
+                ctx.log(f"first call: {row.kind} {row.n_ops} ops FAILED: {row.failure}")
+                continue
+            row.runs.append((wall, timer.split(wall)))
+            ctx.log(f"first call: {row.kind} {row.n_ops:,} ops, round {r + 1}: "
+                    f"{fmt_time(wall)} ({wall / row.n_ops * 1e6:,.0f} µs/op)")
         missing = timer.missing
     fresh.dir.cleanup()
     if missing:
@@ -175,7 +194,8 @@ def _report(ctx: Context, rows: list[Size], sizes, repeats) -> list[str]:
          "`benchmarks/workload.py` (the generator of `math200.py`), a few ops per line; "
          f"*loop*: `for _ in range(n)` over the {LOOP_OPS_PER_STEP}-op body of "
          "`models.scalar_loop`. Stages as in the workloads' first-call table, in µs per op (exclusive wall time, "
-         "median over runs)."),
+         "median over runs; the rounds of all sizes are interleaved evenly over the part's run, "
+         "so every size sees the same mix of this shared machine's moments)."),
         "",
         "| function | ops | runs | first call | **µs per op** | "
         + " | ".join(stages.STAGE_NAMES) + " |",

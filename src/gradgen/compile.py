@@ -1,10 +1,18 @@
 """Run emitted module text under a linecache-registered filename, so tracebacks and
-inspect.getsource show the generated code."""
+inspect.getsource show the generated code while the module's functions live."""
 
 from __future__ import annotations
 
 import hashlib
 import linecache
+import types
+import weakref
+
+# filename -> how many loaded modules of that text are alive. The text is registered in
+# linecache while one is: linecache's own checkcache keeps an entry with no mtime forever, so a
+# long-running process that builds many gradients (every guard path and signature is a module)
+# would keep every text it ever compiled.
+_ALIVE: dict[str, int] = {}
 
 
 def load_module(text: str, label: str) -> dict:
@@ -20,4 +28,17 @@ def load_module(text: str, label: str) -> dict:
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     namespace: dict = {"__name__": f"gradgen_generated_{label}", "__file__": filename}
     exec(code, namespace)  # noqa: S102 - gradgen's own output
+    function = next((v for v in namespace.values() if isinstance(v, types.FunctionType)), None)
+    if function is not None:  # the module's functions and namespace die together (a cycle)
+        _ALIVE[filename] = _ALIVE.get(filename, 0) + 1
+        weakref.finalize(function, _forget, filename)
     return namespace
+
+
+def _forget(filename: str) -> None:
+    """One module loaded under ``filename`` is gone: drop its text once none is left."""
+    left = _ALIVE.pop(filename) - 1
+    if left:
+        _ALIVE[filename] = left
+    else:
+        linecache.cache.pop(filename, None)
