@@ -435,6 +435,12 @@ def test_int_of_a_numpy_float_is_locally_constant():
     np.testing.assert_array_equal(dindex(np.array([0.5, 1.0, 2.0])), [1.0, 3.0, 1.0])
     np.testing.assert_array_equal(dindex(np.array([0.1, 2.5, 2.0])), [2.2, 2.0, 2.0])
     np.testing.assert_array_equal(dindex(np.array([0.9, -1.5, 2.0])), [-1.0, -1.0, 3.0])
+    # the guard reads as the user wrote it (was `np.int64(np.trunc(x[0] * 3)) == 1`)
+    source = gradgen.emit(index_from_a_float, np.array([0.5, 1.0, 2.0]))
+    assert "if not int(x[0] * 3) == 1:" in source and "np.trunc" not in source
+    module = run_emitted(source)
+    with pytest.raises(Exception, match=r"int\(x\[0\] \* 3\) == 1"):
+        module["index_from_a_float_grad"](np.array([0.1, 1.0, 2.0]))
 
 
 # --- arguments that are constants of the trace ---------------------------------------------

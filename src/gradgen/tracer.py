@@ -916,10 +916,9 @@ class Tracer:
             return int(self.value)
         if self.dtype.kind in "iub":
             return self.__index__()
-        truncated = _op("trunc")(self)
-        if truncated.dtype.kind == "f":  # np.trunc keeps a NumPy float's dtype
-            truncated = truncated.astype(np.int64)
-        return truncated.__index__()
+        if self.aval.py is None:  # a NumPy float: int() itself, as the user wrote it
+            return _op("cast")(self, dtype="int").__index__()
+        return _op("trunc")(self).__index__()
 
     def __float__(self):
         if self.is_constant:
