@@ -584,3 +584,8 @@ def test_second_order_matches_differences_of_the_gradient(name):
     eps = 1e-5
     ref = (df(*at(x + eps * v)) - df(*at(x - eps * v))) / (2 * eps)
     np.testing.assert_allclose(hvp, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_the_cli_says_its_version():
+    result = run_gradgen("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"gradgen {gradgen.__version__}"

@@ -14,6 +14,7 @@ import traceback
 
 import numpy as np
 
+from ._version import __version__
 from .dialects import TARGETS
 from .errors import GradgenError, GradientMismatch
 
@@ -358,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"examples:\n{examples}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--version", action="version", version=f"gradgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, run in (("emit", cmd_emit), ("show", cmd_show), ("check", cmd_check),
                       ("graph", cmd_graph), ("explain", cmd_explain)):
