@@ -272,6 +272,35 @@ def early_return(x):
     return s * s
 
 
+def covariance(X):
+    C = np.cov(X)
+    return np.sum(C**2) + np.trace(np.corrcoef(X))
+
+
+def polynomial_fit(c):
+    t = np.linspace(0, 1, 6)
+    return np.sum((np.vander(t, 3) @ c - np.cos(t)) ** 2) + np.sum(np.polyval(c, t))
+
+
+def log_det_cholesky(A):
+    L = np.linalg.cholesky(A @ A.T + np.eye(3))
+    return np.sum(np.log(np.diag(L)))
+
+
+def exp_series(A):
+    E = np.eye(2)
+    term = np.eye(2)
+    for k in range(1, 8):
+        term = term @ A / k
+        E = E + term
+    return np.sum(E)
+
+
+def clipped_step(g):
+    scale = min(1.0, 1.0 / np.linalg.norm(g))  # a guard on the norm
+    return np.sum((g * scale) ** 2)
+
+
 def mlp(params, X, y):
     h = np.tanh(X @ params["W1"] + params["b1"])
     logits = h @ params["W2"] + params["b2"]
@@ -326,6 +355,11 @@ def _programs():
         (python_floats, (1.3, 0.4), (0, 1)),
         (closed_over_array, (r(3),), 0),
         (guarded, (r(4),), 0),
+        (covariance, (r(3, 6),), 0),
+        (polynomial_fit, (r(3),), 0),
+        (log_det_cholesky, (r(3, 3),), 0),
+        (exp_series, (r(2, 2) * 0.5,), 0),
+        (clipped_step, (r(3) * 3,), 0),
         (early_return, (r(4),), 0),
     ]
 
