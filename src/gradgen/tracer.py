@@ -424,9 +424,10 @@ def bind(op, args, attrs) -> object:
                     return cancelled
         if lookup is not _NEVER:  # (Shared.find, its common case inline)
             # an identity reads a constant (x * 1, x + 0.0), or is -(-x)
-            if lookup is _IDENTITY:
-                ask = attrs or (refs[-1].node.op.name == "const"
-                                or refs[0].node.op.name == "const")
+            if lookup is _IDENTITY:  # (of Python numbers: a constant 0 or 1, x * 1.0)
+                first, last = refs[0].node, refs[-1].node
+                ask = attrs or (last.op.name == "const" and last.attrs["value"] in _UNITS
+                                or first.op.name == "const" and first.attrs["value"] in _UNITS)
             elif lookup is _NEGATION:
                 ask = attrs or refs[0].node.op.name == "neg"
             else:
@@ -624,6 +625,9 @@ def _const_ref(trace, op, value, args) -> Ref:
     return trace.const(value)
 
 
+# The numbers an arithmetic identity of Python numbers reads (peephole.identical_input: x * 1,
+# x + 0, x - 0, x / 1, x ** 1); a constant operand of another value makes no identity
+_UNITS = (0, 1)
 _SIGNED = {"neg", "sub", "mul", "div"}  # where reverse mode cancels pairs of signs
 _MAY_BE_NEGATED = {"neg", "mul", "div"}  # (peephole.negated_path)
 
