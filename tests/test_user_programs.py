@@ -623,3 +623,26 @@ def test_second_order_matches_differences_of_the_gradient(name):
 def test_the_cli_says_its_version():
     result = run_gradgen("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"gradgen {gradgen.__version__}"
+
+
+def qr_least_squares(A, b):
+    Q, R = np.linalg.qr(A)
+    return np.sum(np.linalg.solve(R, Q.T @ b) ** 2)
+
+
+def spectrum(x):
+    return np.sum(np.abs(np.fft.rfft(x)) ** 2)
+
+
+@pytest.mark.parametrize(("f", "name", "hint"), [
+    (qr_least_squares, "np.linalg.qr", "np.linalg.lstsq"),
+    (spectrum, "np.fft.rfft", "np.cos and np.sin"),
+])
+def test_a_numpy_function_without_a_rule_is_named_with_what_has_one(f, name, hint):
+    A = np.array([[2.0, 0.5], [0.1, 1.5], [0.3, -0.2]])
+    args = (A, np.array([1.0, 2.0, 0.5])) if f is qr_least_squares else (A[:, 0],)
+    with pytest.raises(gradgen.UnsupportedOperation) as info:
+        gradgen.grad(f)(*args)
+    message = str(info.value)
+    assert message.startswith("test_user_programs.py:") and f"{name} has no gradient rule" in message
+    assert hint in message and "gradgen.defvjp" in message

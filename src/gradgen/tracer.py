@@ -11,7 +11,7 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import GradgenError, UnsupportedOperation, scipy_hint
+from .errors import GradgenError, UnsupportedOperation, numpy_hint, scipy_hint
 from .ir import (
     _NEXT_SERIAL,
     _PY_AVALS,
@@ -1044,7 +1044,8 @@ class Tracer:
         if handler is None:
             if _all_constant(args) and _all_constant(kwargs.values()):
                 return func(*_values(args), **{k: _values([v])[0] for k, v in kwargs.items()})
-            raise _unsupported(f"{numpy_name(func)} has no gradient rule in gradgen")
+            name = numpy_name(func)
+            raise _unsupported(f"{name} has no gradient rule in gradgen", numpy_hint(name))
         return handler(*args, **kwargs)
 
     # --- NumPy-style methods: the function of the same name (see _METHOD_TWINS) ------------
