@@ -73,7 +73,10 @@ def numpy_hint(name: str) -> str | None:
                    "products (np.cos and np.sin of 2 * np.pi * np.outer(k, n) / N)")
     else:
         spelled = NUMPY_SPELLINGS.get(name)
-    return f"{spelled}; or add a rule with gradgen.defvjp (see docs/ops.md)" if spelled else None
+    if spelled is None:
+        return None
+    return (f"{spelled}; or add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code "
+            "in a gradgen.Function with a backward")
 
 
 def scipy_hint(name: str) -> str:
