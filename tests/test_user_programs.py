@@ -533,6 +533,29 @@ def test_a_function_argument_is_named_by_its_name_not_its_address():
     assert "act=np.tanh" in gradgen.emit(by_activation, np.array([1.0, 2.0]), np.tanh)
 
 
+def _make_power(k):
+    def power(t):
+        return t**k
+
+    return power
+
+
+@pytest.mark.parametrize("act", [lambda t: t * t, _make_power(2)], ids=["lambda", "local"])
+def test_a_function_argument_its_name_cannot_tell_apart_is_refused_by_emit(act):
+    # the module checks act by its name; every lambda is "<lambda>", every function the factory
+    # makes is "power": another would pass the check and get this one's gradient (3 * x ** 2
+    # where t ** 3 gives 4 * x ** 3, silently)
+    x = np.array([1.0, 2.0])
+    for make in (gradgen.emit, gradgen.explain):
+        with pytest.raises(gradgen.GradgenError, match=r"test_user_programs\.py:\d+: argument "
+                           r"act is (a lambda|power, a function defined inside _make_power): "):
+            make(by_activation, x, act)
+    other = _make_power(3)  # gradgen.grad keeps the function in its cache key: it retraces
+    df = gradgen.grad(by_activation)
+    np.testing.assert_allclose(df(x, act), 3 * x**2, rtol=1e-15)
+    np.testing.assert_allclose(df(x, other), 4 * x**3, rtol=1e-15)
+
+
 def scaled_sine(x, scale):
     return np.sum(np.sin(x) * scale)
 
