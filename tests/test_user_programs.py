@@ -669,3 +669,25 @@ def test_a_numpy_function_without_a_rule_is_named_with_what_has_one(f, name, hin
     message = str(info.value)
     assert message.startswith("test_user_programs.py:") and f"{name} has no gradient rule" in message
     assert hint in message and "gradgen.defvjp" in message
+
+
+def total(x):
+    return np.sum(x)
+
+
+def average(x):
+    return np.mean(x)
+
+
+@pytest.mark.parametrize(("f", "line"), [
+    (total, "grad_x = np.broadcast_to(grad_out, (3,)).copy()"),
+    (average, "grad_x = np.broadcast_to(grad_out / 3.0, (3,)).copy()")])
+def test_a_returned_broadcast_is_copied_under_its_own_name(f, line):
+    # was grad_x = np.broadcast_to(...); grad_x_copy = grad_x.copy(); return grad_x_copy
+    x = np.array([1.0, -2.0, 3.0])
+    source = gradgen.emit(f, x)
+    assert f"    {line}\n    return grad_x\n" in source and "_copy" not in source
+    g = run_emitted(source)[f"{f.__name__}_grad"](x)
+    g[0] = 5.0  # the caller's own array: writable, and the next call's is another
+    np.testing.assert_array_equal(run_emitted(source)[f"{f.__name__}_grad"](x),
+                                  np.full(3, 1.0 if f is total else 1 / 3))
