@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
+# ruff on PATH, or beside this Python (a venv's bin/ when the venv is not activated: the
+# style tests were skipped under `/path/to/venv/bin/python -m pytest`)
+RUFF = shutil.which("ruff") or shutil.which("ruff", path=os.path.dirname(sys.executable))
 
 
 def run_emitted(source: str) -> dict:

@@ -9,7 +9,6 @@ import linecache
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 import traceback
@@ -19,7 +18,7 @@ import pytest
 
 import gradgen
 
-from .conftest import ROOT, load_example, run_emitted, run_isolated
+from .conftest import ROOT, RUFF, load_example, run_emitted, run_isolated
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 
@@ -239,12 +238,12 @@ def test_imports_only_what_is_used():
     assert _imports(gradgen.emit(arrays, np.ones((2, 3)), np.ones(3), 0.5)) == {"numpy"}
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is not installed")
+@pytest.mark.skipif(RUFF is None, reason="ruff is not installed")
 def test_emitted_modules_are_ruff_clean(tmp_path):
     for i, (fn, args, argnums) in enumerate(CASES):
         (tmp_path / f"m{i}.py").write_text(gradgen.emit(fn, *args, argnums=argnums))
-    for cmd in (["ruff", "check", "--isolated", "--line-length", "100", "."],
-                ["ruff", "format", "--isolated", "--line-length", "100", "--check", "."]):
+    for cmd in ([RUFF, "check", "--isolated", "--line-length", "100", "."],
+                [RUFF, "format", "--isolated", "--line-length", "100", "--check", "."]):
         result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, check=False)
         assert result.returncode == 0, result.stdout + result.stderr
 

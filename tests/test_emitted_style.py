@@ -10,7 +10,6 @@ import ast
 import math
 import random
 import re
-import shutil
 import subprocess
 
 import numpy as np
@@ -19,7 +18,8 @@ import pytest
 import gradgen
 from gradgen import layout
 
-RUFF = shutil.which("ruff")
+from .conftest import RUFF
+
 needs_ruff = pytest.mark.skipif(
     RUFF is None, reason="ruff is not installed (pip install ruff, or the 'test' extra); "
     "the emitted modules' style cannot be checked without it")

@@ -68,6 +68,13 @@ SPELLINGS = {
     "expand_dims_tuple": (lambda x: np.expand_dims(x, (0, -1)), M23),
     "ravel": (lambda x: np.ravel(x.T), M23),
     "ravel_method": (lambda x: x.ravel()[::2], M34),
+    # order="F": the first index fastest (a user porting MATLAB or Fortran code)
+    "reshape_F": (lambda x: np.reshape(x, (2, 6), order="F"), M34),
+    "reshape_F_3d": (lambda x: x.reshape((2, 3, 2), order="F")[1], M34),
+    "reshape_F_from_1d": (lambda x: x.reshape(2, 2, order="F") @ np.array([1.0, 3.0]), X4),
+    "ravel_F": (lambda x: np.ravel(T234, order="F")[:6] * np.ravel(x, order="F"), M23),
+    "ravel_F_method": (lambda x: x.ravel("F")[1:], M34),
+    "flatten_F": (lambda x: x.flatten(order="F")[::-1] * x.flatten(), M23),
     "atleast_1d": (lambda x: np.atleast_1d(np.sum(x)) * np.atleast_1d(x), X4),
     "atleast_2d": (lambda x: np.atleast_2d(x).T * np.atleast_2d(x), X4),
     "atleast_3d": (lambda x: np.atleast_3d(x) + np.atleast_3d(x[0]), M23),
@@ -180,7 +187,8 @@ def test_spelling_end_to_end(name):
 
 @pytest.mark.parametrize("name", ["concatenate", "hstack", "pad_edge", "repeat_counts",
                                   "tile_2d", "roll_tuple", "sort", "take_along_axis", "diff",
-                                  "split", "rot90", "pad_reflect", "take"])
+                                  "split", "rot90", "pad_reflect", "take", "reshape_F_3d",
+                                  "flatten_F"])
 def test_spelling_float32(name):
     make, x = SPELLINGS[name]
     x32 = x.astype(np.float32)
@@ -194,7 +202,8 @@ def test_spelling_float32(name):
 
 @pytest.mark.parametrize("name", ["concatenate", "repeat", "repeat_counts", "tile_2d",
                                   "pad_edge", "pad_reflect", "roll_tuple", "sort",
-                                  "take_along_axis", "take", "diff_prepend_append", "rot90"])
+                                  "take_along_axis", "take", "diff_prepend_append", "rot90",
+                                  "reshape_F_3d", "flatten_F"])
 def test_second_order(name):
     """d/dx (grad f(x) . v) against central differences of the gradient."""
     make, x = SPELLINGS[name]
@@ -410,8 +419,8 @@ def test_numpy_errors_stay_numpys():
 
 
 @pytest.mark.parametrize(("make", "name"), [
-    (lambda x: np.reshape(x, 6, order="F"), "np.reshape"),
-    (lambda x: np.ravel(x, order="F"), "np.ravel"),
+    (lambda x: np.reshape(x, 6, order="A"), "np.reshape"),
+    (lambda x: np.ravel(x, order="K"), "np.ravel"),
     (lambda x: np.pad(x, 1, mode="maximum"), "np.pad"),
     (lambda x: np.pad(x, 1, mode="reflect", reflect_type="odd"), "np.pad"),
     (lambda x: np.pad(x, 1, constant_values=x[0]), "np.pad"),

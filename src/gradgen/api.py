@@ -492,6 +492,7 @@ def explain(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_fin
 
     nums, as_tuple = _normalize_argnums(argnums)
     request = Request(nums, as_tuple, _intermediate_names(intermediates), vjp, check_finite)
+    _refuse_unnamed_functions(fn, args)
     return page_for_built(build(fn, args, request, command, annotate=True), fn)
 
 
@@ -509,7 +510,34 @@ def emit(fn, *args, argnums=0, vjp: bool = False, intermediates=(), check_finite
     _has_tracer(args)  # (refuses one from a trace that has ended)
     request = Request(nums, as_tuple, _intermediate_names(intermediates), vjp, check_finite,
                       check_target(target), loops=loops)
+    _refuse_unnamed_functions(fn, args)
     return build(fn, args, request, command, annotate).source
+
+
+def _refuse_unnamed_functions(fn, args) -> None:
+    """A written-out module checks a function argument by its name (``act.__name__ ==
+    "relu"``): what it can say of it without importing it. A lambda or a function defined
+    inside another has a name another one shares (``<lambda>``; every ``act`` a factory makes),
+    so another would pass that check and get this one's gradient. (``grad`` keeps the
+    function itself in its cache key: it retraces for another.)"""
+    from .source import parameter_names
+
+    for name, value in zip(parameter_names(fn, len(args)), args, strict=True):
+        if not callable(value) or not isinstance(value, types.FunctionType):
+            continue
+        if value.__name__ == "<lambda>":
+            what = "a lambda"
+        elif "<locals>" in value.__qualname__:
+            what = f"{value.__name__}, a function defined inside {value.__qualname__.split('.<locals>')[0]}"
+        else:
+            continue
+        raise GradgenError(
+            f"argument {name} is {what}: the written module checks a function argument by "
+            "its name, and another function of that name would pass the check and get this "
+            "one's gradient", function_loc(fn),
+            f"define it at module level, or bind it: functools.partial("
+            f"{getattr(fn, '__name__', 'f')}, "
+            f"{name}=...) is a function of the other arguments; gradgen.grad takes it as it is")
 
 
 class _Pullback:

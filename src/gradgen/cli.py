@@ -15,6 +15,7 @@ import traceback
 
 import numpy as np
 
+from ._version import __version__
 from .dialects import TARGETS
 from .errors import GradgenError, GradientMismatch
 
@@ -52,7 +53,21 @@ class _Parser(argparse.ArgumentParser):
 # --- the target and its arguments -------------------------------------------------------------
 
 
-def load_function(target: str):
+def load_function(target: str, ns=None):
+    """FUNC of FILE.py:FUNC. A function decorated with ``@gradgen.grad`` (or
+    ``value_and_grad``) is the function it differentiates, with the decorator's argnums
+    where ``--argnums`` is not given: its gradient is what the module is of."""
+    fn = _load(target)
+    from .api import GradFunction
+
+    if isinstance(fn, GradFunction):
+        if ns is not None and ns.argnums == "0":
+            ns.argnums = ",".join(map(str, fn.argnums))
+        fn = fn.fn
+    return fn
+
+
+def _load(target: str):
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise UserError(f"expected FILE.py:FUNC, got {target!r}")
@@ -192,7 +207,7 @@ def regenerate_command(ns) -> str:
 def _generate(ns, annotate: bool = False) -> str:
     from .api import emit
 
-    fn = load_function(ns.target)
+    fn = load_function(ns.target, ns)
     args = example_arguments(ns, fn)
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
     with _user_code():
@@ -284,7 +299,7 @@ def _colour(source: str) -> str:
 def cmd_check(ns) -> int:
     from .check import check
 
-    fn = load_function(ns.target)
+    fn = load_function(ns.target, ns)
     args = example_arguments(ns, fn)
     try:
         with _user_code():
@@ -300,7 +315,7 @@ def cmd_check(ns) -> int:
 def cmd_graph(ns) -> int:
     from .api import trace
 
-    fn = load_function(ns.target)
+    fn = load_function(ns.target, ns)
     args = example_arguments(ns, fn)
     with _user_code():
         graph = trace(fn, *args, backward=True, argnums=parse_argnums(ns.argnums))
@@ -320,7 +335,7 @@ def cmd_explain(ns) -> int:
 
     from .api import explain
 
-    fn = load_function(ns.target)
+    fn = load_function(ns.target, ns)
     args = example_arguments(ns, fn)
     intermediates = tuple(n.strip() for n in (ns.intermediates or "").split(",") if n.strip())
     command = regenerate_command(Namespace(**dict(vars(ns), output=None)))
@@ -362,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"examples:\n{examples}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show tracebacks for errors")
+    parser.add_argument("--version", action="version", version=f"gradgen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, run in (("emit", cmd_emit), ("show", cmd_show), ("check", cmd_check),
                       ("graph", cmd_graph), ("explain", cmd_explain)):

@@ -55,6 +55,10 @@ class FunctionSpec:
     accumulate: dict[Node, str] = field(default_factory=dict)
     body_only: bool = False
     owned: frozenset = frozenset()  # inputs whose arrays the loop owns: written in place
+    # Arguments that are constants of the trace (a str, None): (``mode == 'sq'``, the test
+    # that fails off it, ``mode != 'sq'``, the def line). Checked first, as guards: the
+    # module ignores the argument, so another value would give the traced path's gradient.
+    static_checks: tuple = ()
 
 
 @dataclass
@@ -266,6 +270,11 @@ def emit_function(spec: FunctionSpec, constants: ModuleConstants,
     banners = any(o and hasattr(o[0], "banner") for o in survey.origins)
     code_parts: list[str] = []
     guards: list[str] = []
+    for written, test, loc in spec.static_checks:
+        body.append(layout.statement(f"if {test}:", depth))
+        body.extend(raise_lines("GuardFailure", f"{loc}: traced where `{written}` is True",
+                                indent=4 * depth + 4))
+        guards.append((f"{written} ({loc})", True))
     group_loc = None
     tail_loc, tail = None, ""  # a forward statement's comment: its line's, made once per line
     banner = None

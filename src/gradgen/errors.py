@@ -61,6 +61,29 @@ SCIPY_SPELLINGS = {
 
 
 
+# NumPy functions without a rule that users reach for, with what does have one.
+NUMPY_SPELLINGS = {
+    "np.linalg.qr": "for least squares use np.linalg.lstsq or np.linalg.solve(A.T @ A, A.T @ b); "
+                    "np.linalg.cholesky, eigh and svd have rules",
+    "np.linalg.eig": "for a symmetric matrix use np.linalg.eigh (it has a rule)",
+    "np.linalg.eigvals": "for a symmetric matrix use np.linalg.eigvalsh (it has a rule)",
+}
+
+
+def numpy_hint(name: str) -> str | None:
+    """A hint for a NumPy function without a rule: a spelling that has one, or for np.fft
+    (complex values) the real form to write, then the general advice; None for that alone."""
+    if name.startswith("np.fft."):
+        spelled = ("gradgen differentiates real values; write the transform as real matrix "
+                   "products (np.cos and np.sin of 2 * np.pi * np.outer(k, n) / N)")
+    else:
+        spelled = NUMPY_SPELLINGS.get(name)
+    if spelled is None:
+        return None
+    return (f"{spelled}; or add a rule with gradgen.defvjp (see docs/ops.md) or wrap the code "
+            "in a gradgen.Function with a backward")
+
+
 def scipy_hint(name: str) -> str:
     spelled = SCIPY_SPELLINGS.get(name)
     if spelled:

@@ -11,7 +11,13 @@ from typing import Self
 import numpy as np
 
 from .abstract import Pending, abstract_value, concrete, stand_in
-from .errors import AmbiguousCondition, GradgenError, UnsupportedOperation, scipy_hint
+from .errors import (
+    AmbiguousCondition,
+    GradgenError,
+    UnsupportedOperation,
+    numpy_hint,
+    scipy_hint,
+)
 from .ir import (
     _NEXT_SERIAL,
     _PY_AVALS,
@@ -950,8 +956,9 @@ class Tracer:
             return int(self.value)
         if self.dtype.kind in "iub":
             return self.__index__()
-        truncated = _op("trunc")(self)
-        return truncated.__index__()
+        if self.aval.py is None:  # a NumPy float: int() itself, as the user wrote it
+            return _op("cast")(self, dtype="int").__index__()
+        return _op("trunc")(self).__index__()
 
     def __float__(self):
         if self.is_constant:
@@ -1073,7 +1080,8 @@ class Tracer:
         if handler is None:
             if _all_constant(args) and _all_constant(kwargs.values()):
                 return func(*_values(args), **{k: _values([v])[0] for k, v in kwargs.items()})
-            raise _unsupported(f"{numpy_name(func)} has no gradient rule in gradgen")
+            name = numpy_name(func)
+            raise _unsupported(f"{name} has no gradient rule in gradgen", numpy_hint(name))
         return handler(*args, **kwargs)
 
     # --- NumPy-style methods: the function of the same name (see _METHOD_TWINS) ------------
@@ -1102,9 +1110,9 @@ class Tracer:
         return np.transpose(self, tuple(axes) if axes else None)
 
     def flatten(self, order="C"):
-        if order != "C":
+        if order not in ("C", "F"):
             raise _unsupported(f".flatten(order={order!r}) of a traced value")
-        return _op("copy")(np.reshape(self, (self.size,)))  # a copy, never a view
+        return _op("copy")(np.reshape(self, (self.size,), order=order))  # never a view
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         dtype = np.dtype(dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import sys
@@ -270,7 +271,10 @@ def _gradgen_cause(error: BaseException) -> GradgenError | None:
 
 
 def function_name(fn) -> str:
-    """A name usable in emitted code: the function's own, or ``anonymous`` for a lambda."""
+    """A name usable in emitted code: the function's own (a functools.partial's function's),
+    or ``anonymous`` for a lambda."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     name = getattr(fn, "__name__", "") or ""
     return name if name.isidentifier() else "anonymous"
 
@@ -281,6 +285,8 @@ def unwrapped(fn):
     times per first call)."""
     if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
         return fn
+    while isinstance(fn, functools.partial):  # the code, source and file of its function
+        fn = fn.func
     return inspect.unwrap(fn)
 
 

@@ -223,17 +223,26 @@ def _masked(handler, np_name, a, axis, dtype, out, keepdims, where=None, initial
 
 
 def _reshape(a, *shape, order="C", **kw):
-    """``np.reshape(a, shape)`` / ``a.reshape(*shape)``: one -1 is worked out; order='C' only
-    (the memory order of a traced array is not known at trace time)."""
+    """``np.reshape(a, shape)`` / ``a.reshape(*shape)``: one -1 is worked out. order='F'
+    reads and writes the elements with the first index fastest, which is C order on the
+    transposes: ``a.T.reshape(shape[::-1]).T``. Not 'A' or 'K' (they follow the memory
+    order of ``a``, not known for a traced array)."""
     for key in ("shape", "newshape"):
         if kw.get(key, np._NoValue) is not np._NoValue:
             shape = (kw.pop(key),)
         kw.pop(key, None)
     copy_ = kw.pop("copy", None)
-    if order != "C" or kw:
+    if order not in ("C", "F") or kw:
         extra = ", ".join([*([f"order={order!r}"] if order != "C" else []), *(f"{k}=" for k in kw)])
         refuse(f"np.reshape with {extra} has no gradient rule in gradgen",
-               "reshape in C order (the default)")
+               "reshape in C order (the default) or order='F'")
+    if order == "F":
+        if not shape:
+            raise TypeError("reshape() missing required argument 'shape'")
+        shape = shape[0] if len(shape) == 1 else shape
+        shape = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+        out = _transpose(_reshape(_transpose(a), tuple(reversed(shape))))
+        return copy(out) if copy_ else out
     if not shape:
         raise TypeError("reshape() missing required argument 'shape'")
     shape = shape[0] if len(shape) == 1 else shape

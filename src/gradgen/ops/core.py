@@ -163,13 +163,15 @@ copy = defop("copy", _copy, method(".copy()"), vjp=(lambda g, ans, x: g,),
 def _cast(x, dtype):
     if dtype == "float":  # a Python float, as math functions see a NumPy scalar
         return float(x)
+    if dtype == "int":  # int() of a NumPy float: a Python int, truncated toward zero
+        return int(x)
     return np.asarray(x).astype(dtype)[()] if np.ndim(x) == 0 else x.astype(dtype)
 
 
 def _print_cast(node, args):
     dtype = node.attrs["dtype"]
-    if dtype == "float":
-        return Expr(f"float({args[0].text})")
+    if dtype == "float" or dtype == "int":
+        return Expr(f"{dtype}({args[0].text})")
     if node.aval.shape == ():
         return Expr(f"np.{dtype}({args[0].text})")
     return method(f".astype(np.{dtype})")(node, args)
@@ -177,8 +179,8 @@ def _print_cast(node, args):
 
 def _xp_cast(node, args, scope):
     dtype = node.attrs["dtype"]
-    if dtype == "float":
-        return Expr(f"float({args[0].text})")
+    if dtype == "float" or dtype == "int":
+        return Expr(f"{dtype}({args[0].text})")
     if node.inputs[0].aval.py is not None:
         return Expr(f"xp.asarray({args[0].text}, dtype={scope.dtype(dtype)})")
     return Expr(f"xp.astype({args[0].text}, {scope.dtype(dtype)})")
@@ -190,7 +192,8 @@ def _cast_back(g, ans, x, dtype):
 
 # A dtype change, inserted by reverse mode where a contribution's dtype differs from its input,
 # and by the tracer where NumPy or math would change a scalar's kind (dtype "float": a Python
-# float, as math.sin sees np.float64; a NumPy dtype for a ufunc of Python numbers).
+# float, as math.sin sees np.float64; "int": int() of a NumPy float, whose value a guard
+# fixes; a NumPy dtype for a ufunc of Python numbers).
 cast = defop("cast", _cast, _print_cast, vjp=(_cast_back,), sympy=lambda x, dtype: x,
              abstract=abstract.elementwise,
              domain=Domain((REALS,), cases=((((3,),), {"dtype": "float32"}),

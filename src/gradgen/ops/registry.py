@@ -222,9 +222,12 @@ def value_text(value) -> str:
 
 
 def string_literal(text: str) -> str:
-    """A double-quoted Python string literal (the quote style ruff format keeps)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    """A Python string literal in the quote style ruff format keeps: double quotes, unless
+    the text has more double quotes than single ones (a guard on ``cfg["kind"]``)."""
+    escaped = text.replace("\\", "\\\\").replace("\n", "\\n")
+    if text.count('"') > text.count("'"):
+        return "'" + escaped.replace("'", "\\'") + "'"
+    return '"' + escaped.replace('"', '\\"') + '"'
 
 
 def infix(symbol: str, prec: int, right_assoc: bool = False) -> Printer:

@@ -914,10 +914,12 @@ def _expand_dims(a, axis):
 
 
 def _ravel(a, order="C"):
-    if order != "C":
+    if order not in ("C", "F"):
         refuse(f"np.ravel(..., order={order!r}) has no gradient rule in gradgen",
-               "the order of a traced array's memory is not known; use order='C'")
+               "the order of a traced array's memory is not known; use order='C' or 'F'")
     x = _operand(a)
+    if order == "F" and _ndim(x) > 1:  # the first index fastest: C order of the transpose
+        x = _permuted(x, list(reversed(range(_ndim(x)))))
     return _to_shape(x, (int(np.size(_value(x))),))
 
 

@@ -82,6 +82,7 @@ def own_outputs(graph: Graph, positions) -> Graph:
     # with its neighbours only (np.may_share_memory compares the same ranges), and views of
     # different stand-ins never overlap
     handed_out: dict[Ref, list[tuple[int, int]]] = {}
+    readers = None  # the nodes some node reads: made when a named view needs a copy
     for i in positions:
         ref = outputs[i]
         if ref.aval.py is not None or isinstance(shaped_value(values, ref), np.generic):
@@ -111,6 +112,13 @@ def own_outputs(graph: Graph, positions) -> Graph:
             copy = Node(OPS["copy"], (ref,), {}, (ref.aval,), ref.node.loc, None, "bwd")
             if ref.node in values:
                 values[copy] = values[ref.node]  # same kind; pending or not (a copy)
+            held = ref.node
+            if held.name is not None and held.is_view:
+                if readers is None:
+                    readers = {r.node for node in nodes for r in node.inputs}
+                if held not in readers:  # the copy is what the name holds: grad_x =
+                    copy.name, copy.grad_of = held.name, held.grad_of  # np.broadcast_to(
+                    held.name = held.grad_of = None  # grad_out, (3,)).copy(), in one line
             nodes.append(copy)
             outputs[i] = copy.out
     if outputs == graph.outputs:
