@@ -48,7 +48,9 @@ def test_a_named_values_adjoint_is_the_node_its_rule_made():
 def test_the_emitted_statements_are_those_the_renames_made():
     source = gradgen.emit(design_example, 2.0)
     body = source[source.index("def reused_grad("):].split("\n\n\n")[0]
-    assert "    grad_b = grad_c\n    grad_a = grad_c\n" in body  # (combined as pulled back)
+    # in operand order, below what they name, as DESIGN section 6 shows them (each is made
+    # as soon as c's rule has run: a and b are read once)
+    assert "    grad_a = grad_c\n    grad_b = grad_c\n" in body
     assert "    grad_y = grad_a + grad_b * 2.0\n" in body
     assert "    grad_x = 2.0 * (grad_y * x)\n" in body
 

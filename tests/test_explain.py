@@ -177,7 +177,7 @@ def test_selecting_y_line_links_the_fused_sum_and_the_y_node(tree):
 
 def test_a_backward_statement_links_its_group_and_the_line_of_its_value(tree):
     (grad_a,) = [e for e in tree.find(data_lines=True)
-                 if text_of(e).startswith("11 grad_a = grad_c")]
+                 if text_of(e).startswith("10 grad_a = grad_c")]
     assert keys(grad_a, "data-lines") == ["0:8"]  # the derivative of c = a + b
     assert keys(grad_a, "data-also") == ["0:6"]  # the adjoint of a, computed on line 6
     assert "d(u + v)/du = 1" in text_of(grad_a)  # the rule, as gradgen show prints it

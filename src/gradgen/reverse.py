@@ -66,8 +66,8 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     # the same question as whether it is active; and a node that is active but not needed
     # gets no contribution, so it is passed by as one without a cotangent. Only a loop's or a
     # Function's own rules need the set itself.
-    needed = active if _OWN_RULE_OPS.isdisjoint(map(_OP, graph.nodes)) else needed_nodes(
-        graph, active, out_refs)
+    plain = _OWN_RULE_OPS.isdisjoint(map(_OP, graph.nodes))
+    needed = active if plain else needed_nodes(graph, active, out_refs)
     done: set[Node] = set()
     adjoints: dict[Node, Ref] = {}
 
@@ -81,6 +81,7 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     contributions: dict[Ref, list[tuple[int, object, Node, int]]] = {}
     read: dict[Node, object] = {}  # what the rules read, by forward value (_pull_back)
     loop_adjoints: dict[Node, dict[int, object]] = {}
+    made_early: dict[Node, object] = {}  # adjoints whole before the walk reaches their value
 
     with trace:
         trace.role = "bwd"
@@ -99,12 +100,14 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
         saved = site.loc, site.origin
         try:
             _pull_back_all(graph, trace, needed, done, contributions, adjoints,
-                           loop_adjoints, read)
+                           loop_adjoints, read, _named_read_once(graph) if plain else None,
+                           made_early)
         finally:
             swap_loc(*saved)
         grads = []
         for inp in wrt_nodes:
-            g = _combine(contributions.pop(inp.out, None), inp)
+            g = (made_early.pop(inp) if inp in made_early
+                 else _combine(contributions.pop(inp.out, None), inp))
             # a copy belongs to the line that made the gradient, never to grad's caller
             loc = g.ref.node.loc if isinstance(g, Tracer) else None
             with at_loc(loc or graph.meta.get("loc")):
@@ -121,10 +124,30 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     return joint
 
 
+def _named_read_once(graph: Graph) -> set[Node]:
+    """The values the user named (arguments too) that one operand of one node reads: their
+    adjoint is whole once that node's rules have run."""
+    seen, again = set(), set()
+    for node in graph.nodes:
+        for ref in node.inputs:
+            operand = ref.node
+            if operand in seen:
+                again.add(operand)
+            else:
+                seen.add(operand)
+    return {node for node in seen - again if node.name}
+
+
 def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
-                   read) -> None:
+                   read, read_once=None, made_early=None) -> None:
     """Every needed node's adjoint, last node first: combined from its contributions, then
-    pulled back to its inputs by its rules (loops and gradgen.Functions by theirs)."""
+    pulled back to its inputs by its rules (loops and gradgen.Functions by theirs).
+
+    The adjoint of a named value read once (``read_once``) is made as soon as its reader's
+    rules have run, in the order the reader takes its operands: for ``c = a + b``,
+    ``grad_a = grad_c`` then ``grad_b = grad_c``, below what they name, as a person writes
+    them; made when the walk reached each value, the renames stood in reverse order, after
+    whatever the lines between did."""
     function_calls = None
     for node in reversed(graph.nodes):
         if node not in needed:
@@ -156,11 +179,20 @@ def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adj
                 continue
         # (a plain tuple is equal to the Ref(node, 0) each contribution is keyed by, and
         # hashes alike: no Ref to make)
-        g = _combine(contributions.pop((node, 0), None), node)
+        if made_early and node in made_early:
+            g = made_early.pop(node)
+        else:
+            g = _combine(contributions.pop((node, 0), None), node)
         if g is not None:  # (each contribution is recorded at node's line: _pull_back)
             if type(g) is Tracer:
                 adjoints[node] = g.ref
             _pull_back(trace, node, g, needed, contributions, read)
+            if read_once:
+                for ref in node.inputs:
+                    operand = ref.node
+                    if operand in read_once and (operand, 0) in contributions:
+                        made_early[operand] = _combine(contributions.pop((operand, 0)),
+                                                       operand)
 
 
 def zeros_ref(joint: Graph, node: Node) -> Ref:

@@ -7,8 +7,8 @@ def f_grad(x):
     """Return df/dx for x: float. The traced path has no guards."""
     grad_c = 1.0  # seed: dc/dc
     # reused_value.py:8  c = a + b
-    grad_b = grad_c
     grad_a = grad_c
+    grad_b = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
     grad_y = grad_a + grad_b * 2.0
     # reused_value.py:5  y = x * x  (x on both sides)
@@ -24,8 +24,8 @@ def f_value_and_grad(x):
     c = a + b  # reused_value.py:8
     grad_c = 1.0  # seed: dc/dc
     # reused_value.py:8  c = a + b
-    grad_b = grad_c
     grad_a = grad_c
+    grad_b = grad_c
     # y is used by reused_value.py:6 and reused_value.py:7: one fused sum
     grad_y = grad_a + grad_b * 2.0
     # reused_value.py:5  y = x * x  (x on both sides)
