@@ -1,8 +1,9 @@
 """A backward group reads in the order its source line writes the operands: the renames
-(``grad_a = grad_c``) of a named value read once are made as soon as their reader's rule has
-run, in operand order, below what they name (DESIGN.md section 6), and never stand above a
-write into the array they alias. (From face-7's tests of a text-moving emitter: the same
-placements, now made by reverse mode.)"""
+(``grad_a = grad_c``) of a named number read once are made as soon as their reader's rule
+has run, in operand order, below what they name (DESIGN.md section 6). An array's rename
+stays where reverse mode's walk makes it (its buffer may be written into after a read), and
+never stands above a write into the array it aliases. (face-7's tests of a text-moving
+emitter, now of reverse mode.)"""
 
 from __future__ import annotations
 
@@ -156,7 +157,6 @@ def test_the_shifted_groups_rename_stands_in_its_group():
     lines = _statements(_function(source, "shifted_grad"))
     at = lines.index(_header(shifted, "d = c - w"))
     assert lines[at + 1].startswith("grad_w = ") and lines[at + 2].startswith("grad_c = ")
-    assert lines[at + 3] == _header(shifted, "c = a + b") and lines[at + 4] == "grad_b = grad_c"
 
 
 @pytest.mark.parametrize("lines, moved", [

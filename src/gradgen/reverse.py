@@ -126,12 +126,15 @@ def reverse(graph: Graph, wrt: Sequence[int], outputs: Sequence[int] = (0,),
 
 
 def _named_read_once(graph: Graph) -> set[Ref]:
-    """The values the user named (arguments too) that one operand of one node reads: their
-    adjoint is whole once that node's rules have run. (Counted in C: a pass in Python cost
-    4k instructions per op.)"""
+    """The numbers the user named (arguments too) that one operand of one node reads: their
+    adjoint is whole once that node's rules have run. Numbers only: an array's adjoint may
+    be a buffer that later rules write into (``grad_h[t] = 0.0`` once its row is read), and
+    its rename made early would stand before that read, forcing a copy. (Counted in C: a pass
+    in Python cost 4k instructions per op.)"""
     reads = Counter(chain.from_iterable([node.inputs for node in graph.nodes]))
     return {ref for ref, count in reads.items()
-            if count == 1 and ref.node.name and ref.node.op.n_out == 1}
+            if count == 1 and ref.node.name and ref.node.op.n_out == 1
+            and ref.node.avals[0].py is not None}
 
 
 def _pull_back_all(graph, trace, needed, done, contributions, adjoints, loop_adjoints,
