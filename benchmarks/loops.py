@@ -5,7 +5,8 @@ compile, run) and cached call of the emitted gradient, and the emitted module's 
 
 Workloads: a tanh RNN over xs[t] (a few hundred steps, the issue's 1.1x target for the
 cached call) and a pendulum integrated with math.sin (1,000 and 10,000 steps). Medians over
-interleaved repeats; the cached ratio is the median of per-round ratios (rolled / unrolled).
+interleaved rounds (harness.time_side_by_side: samples of ~50 ms, the GC paused inside); the
+cached ratio is the median of per-round ratios (rolled / unrolled).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from harness import Contender, time_side_by_side
 
 import gradgen
 from gradgen.compile import load_module
@@ -69,16 +72,6 @@ def _first_call(fn, args, argnums, loops: str) -> tuple[float, str]:
     return time.perf_counter() - start, source
 
 
-def _median_call(call, args, repeats: int, number: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(number):
-            call(*args)
-        times.append((time.perf_counter() - start) / number)
-    return statistics.median(times)
-
-
 def run(quick: bool = False) -> list[dict]:
     """One row per workload: first call and cached call, rolled and unrolled, and lines."""
     rows = []
@@ -96,19 +89,20 @@ def run(quick: bool = False) -> list[dict]:
                  for loops, src in sources.items()}
         for a, b in zip(calls["keep"](*args), calls["unroll"](*args), strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-9)
-        cached = {"keep": [], "unroll": []}
-        for _ in range(3 if quick else 7):  # interleaved, so both see the same machine load
-            for loops in ("keep", "unroll"):
-                cached[loops].append(_median_call(calls[loops], args, 3, 5))
+        # timed as the workloads' cached calls are (harness.time_side_by_side): interleaved
+        # rounds of calls filling ~50 ms each, the GC paused inside; 5 calls per sample
+        # (0.5-6 ms) read the same module pair 0.99x and 1.10x in two runs
+        cached = {loops: Contender(loops, lambda c=calls[loops], a=args: c(*a))
+                  for loops in ("keep", "unroll")}
+        time_side_by_side(list(cached.values()), 3 if quick else 9, 0.01 if quick else 0.05)
         row = {"workload": name}
         for loops in ("keep", "unroll"):
             row[f"first_{loops}"] = statistics.median(first[loops])
-            row[f"cached_{loops}"] = statistics.median(cached[loops])
+            row[f"cached_{loops}"] = cached[loops].median
             row[f"lines_{loops}"] = sources[loops].count("\n")
         # the median of per-round ratios, as the other parts report: two neighbouring
         # samples share the machine's moment, two medians need not
-        row["cached_ratio"] = statistics.median(
-            k / u for k, u in zip(cached["keep"], cached["unroll"], strict=True))
+        row["cached_ratio"] = cached["keep"].ratio(cached["unroll"])
         row["first_ratio"] = row["first_keep"] / row["first_unroll"]
         rows.append(row)
     return rows
