@@ -11,14 +11,7 @@ import numpy as np
 import pytest
 
 from .conftest import assert_gradient
-
-
-def pendulum(theta0, omega0, dt, n):
-    theta, omega = theta0, omega0
-    for _ in range(n):
-        omega = omega - dt * math.sin(theta)
-        theta = theta + dt * omega
-    return theta
+from .test_loops import pendulum  # (benchmarks/loops.py's)
 
 
 def symplectic(theta0, omega0, dt, n):
