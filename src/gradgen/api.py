@@ -520,15 +520,14 @@ def _refuse_unnamed_functions(fn, args) -> None:
     inside another has a name another one shares (``<lambda>``; every ``act`` a factory makes),
     so another would pass that check and get this one's gradient. (``grad`` keeps the
     function itself in its cache key: it retraces for another.)"""
-    from .source import parameter_names
-
     for name, value in zip(parameter_names(fn, len(args)), args, strict=True):
-        if not callable(value) or not isinstance(value, types.FunctionType):
+        if not isinstance(value, types.FunctionType):
             continue
         if value.__name__ == "<lambda>":
             what = "a lambda"
         elif "<locals>" in value.__qualname__:
-            what = f"{value.__name__}, a function defined inside {value.__qualname__.split('.<locals>')[0]}"
+            outer = value.__qualname__.split(".<locals>")[0]
+            what = f"{value.__name__}, a function defined inside {outer}"
         else:
             continue
         raise GradgenError(

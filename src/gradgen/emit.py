@@ -111,11 +111,9 @@ def _holds_it(rename: Node, names: dict[Node, str], returned: bool) -> bool:
 def _comment_for_group(loc, node: Node | None = None, name: str = "") -> str:
     text = loc.text()
     line = f"# {loc.short}  {text}" if text else f"# {loc.short}"
-    if (node is not None and text and node.op.name == "mul"
-            and node.inputs[0].node.op.name == "const"):  # (2 * t: few statements)
-        note = _both_sides(node, name, text)
-        if note:
-            line += f"  ({note})"
+    note = _both_sides(node, name, text) if node is not None and text else ""
+    if note:
+        line += f"  ({note})"
     return line if len(line) <= LINE_LIMIT - 4 else line[: LINE_LIMIT - 7] + "..."
 
 
@@ -130,7 +128,7 @@ def _both_sides(node: Node, name: str, text: str) -> str:
     counted once (reverse's fused sum, or fold's ``t + t``). A reader who sees only the
     ``2`` asks where it came from; the comment says, when the source shows it: ``x * x``
     (x on both sides) or ``np.hypot(x, x)`` (x as both arguments). '' for anything else."""
-    if not name.startswith("grad_") or len(node.inputs) != 2:
+    if node.op.name != "mul" or not name.startswith("grad_"):  # (2 * t: few statements)
         return ""
     factor, term = node.inputs[0].node, node.inputs[1].node
     if factor.op.name != "const" or term.op.name == "const" or term.role == "fwd":
@@ -149,11 +147,11 @@ def _both_sides(node: Node, name: str, text: str) -> str:
     return ""  # (the same value under two names, or inside a longer operand: not shown)
 
 
-def _word_at(text: str, word: str, start: int = 0, before: str = "") -> int:
-    """Where ``word`` first stands as a whole name in ``text`` from ``start`` (not part of a
-    longer name, nor an attribute: ``.x``; nor followed by a character of ``before``), or -1.
-    String searches, no regex: a pattern per name would be compiled per call."""
-    at = text.find(word, start)
+def _word_at(text: str, word: str, before: str = "") -> int:
+    """Where ``word`` first stands as a whole name in ``text`` (not part of a longer name,
+    nor an attribute: ``.x``; nor followed by a character of ``before``), or -1. String
+    searches, no regex: a pattern per name would be compiled per call."""
+    at = text.find(word)
     while at >= 0:
         end = at + len(word)
         if not (at and (text[at - 1].isalnum() or text[at - 1] in "_.")) and not (

@@ -60,7 +60,6 @@ SCIPY_SPELLINGS = {
 }
 
 
-
 # NumPy functions without a rule that users reach for, with what does have one.
 NUMPY_SPELLINGS = {
     "np.linalg.qr": "for least squares use np.linalg.lstsq or np.linalg.solve(A.T @ A, A.T @ b); "

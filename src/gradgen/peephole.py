@@ -124,8 +124,8 @@ def _rows_in_order(ins) -> Ref | None:
 # A negation moves through * and / without changing a bit: IEEE rounding is symmetric in sign,
 # so -(a * b) == (-a) * b and -(a / b) == (-a) / b exactly (zeros and infinities included;
 # only a NaN's sign bit may differ, which no comparison sees). Likewise u - (-v) == u + v.
-_SIGN_CARRIERS = {"mul", "div"}
-_MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
+SIGN_CARRIERS = {"mul", "div"}
+MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
 
 
 def negated_path(ref: Ref, sole: Node | None = None) -> list[Node] | None:
@@ -141,12 +141,12 @@ def negated_path(ref: Ref, sole: Node | None = None) -> list[Node] | None:
             node.grad_of is not None and node is not sole) or node.name is not None:
         return None
     path = []
-    while len(path) < _MAX_SIGN_DEPTH:
+    while len(path) < MAX_SIGN_DEPTH:
         path.append(node)
         name = node.op.name
         if name == "neg":  # of a float (-x of the most negative int is that int again)
             return path if node.avals[0].dtype.kind == "f" else None
-        if name not in _SIGN_CARRIERS or node.attrs:
+        if name not in SIGN_CARRIERS or node.attrs:
             return None
         node = node.inputs[0].node
         if node.role != "bwd" or node.grad_of is not None or node.name is not None:

@@ -236,17 +236,13 @@ def _reshape(a, *shape, order="C", **kw):
         extra = ", ".join([*([f"order={order!r}"] if order != "C" else []), *(f"{k}=" for k in kw)])
         refuse(f"np.reshape with {extra} has no gradient rule in gradgen",
                "reshape in C order (the default) or order='F'")
-    if order == "F":
-        if not shape:
-            raise TypeError("reshape() missing required argument 'shape'")
-        shape = shape[0] if len(shape) == 1 else shape
-        shape = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
-        out = _transpose(_reshape(_transpose(a), tuple(reversed(shape))))
-        return copy(out) if copy_ else out
     if not shape:
         raise TypeError("reshape() missing required argument 'shape'")
     shape = shape[0] if len(shape) == 1 else shape
     shape = (shape,) if not isinstance(shape, tuple | list) else tuple(shape)
+    if order == "F":
+        out = _transpose(_reshape(_transpose(a), tuple(reversed(shape))))
+        return copy(out) if copy_ else out
     shape = tuple(operator.index(d) for d in shape)
     size = int(np.prod(np.shape(_value(a)), dtype=np.int64))
     if shape.count(-1) == 1:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Ref, aval_of
 from ..ops import OPS
-from ..peephole import identical_input, names_adjoint
+from ..peephole import MAX_SIGN_DEPTH, SIGN_CARRIERS, identical_input, names_adjoint
 from .rewrite import Rewriter
 from .scalars import Readers, broadcast_outward, negation_inward, seed_outward
 from .scan import BY_NAME, KEEP, PRODUCTS, SPECIAL_INPUTS, is_seed_product, scan
@@ -85,10 +85,6 @@ def _collapsed_view(node: Node) -> Node | None:
                 origin=node.origin)
 
 
-_SIGN_CARRIERS = ("mul", "div")
-_MAX_SIGN_DEPTH = 8  # how far down the left operands a sign is looked for
-
-
 def _negated_chain(upper: Node, old: Node, cur: Node, rw: Rewriter, readers: Readers,
                    outputs: set[Node]) -> tuple[list[Node], Node] | None:
     """``cur`` (``old`` resolved, read by ``upper`` alone) is ``-g * s / c * e``: (the
@@ -97,14 +93,14 @@ def _negated_chain(upper: Node, old: Node, cur: Node, rw: Rewriter, readers: Rea
     an output, so a rebuild computes nothing twice and changes the sign of no adjoint the
     caller sees. A negation moves through * and / exactly: see peephole.negated_path."""
     path: list[Node] = []
-    while len(path) <= _MAX_SIGN_DEPTH:
+    while len(path) <= MAX_SIGN_DEPTH:
         if (cur.role != "bwd" or old in outputs or cur.avals[0].dtype.kind != "f"
                 or rw.resolve(old.out).node is not cur
                 or [r for r, _ in readers.of(old)] != [upper]):
             return None
         if cur.op.name == "neg":
             return path, cur
-        if cur.op.name not in _SIGN_CARRIERS or cur.attrs or len(cur.inputs) != 2:
+        if cur.op.name not in SIGN_CARRIERS or cur.attrs or len(cur.inputs) != 2:
             return None
         path.append(cur)
         upper, old, cur = old, old.inputs[0].node, cur.inputs[0].node
